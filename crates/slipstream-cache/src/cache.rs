@@ -166,7 +166,9 @@ where
     pub fn new(config: Config) -> Self {
         Cache {
             max_file_size: config.max_file_size(),
-            free_list_capacity: config.free_list_capacity_bytes.unwrap_or(config.capacity_bytes),
+            free_list_capacity: config
+                .free_list_capacity_bytes
+                .unwrap_or(config.capacity_bytes),
             config,
             index: HashMap::new(),
             slots: Vec::new(),
@@ -203,7 +205,11 @@ where
 
     /// Number of cached entries.
     pub fn len(&self) -> usize {
-        self.slots.iter().flatten().filter(|s| matches!(s.state, State::Cached { .. })).count()
+        self.slots
+            .iter()
+            .flatten()
+            .filter(|s| matches!(s.state, State::Cached { .. }))
+            .count()
     }
 
     /// Whether nothing is cached.
@@ -217,7 +223,10 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.index.get(key).and_then(|id| self.slot(*id)).map(|s| s.freq)
+        self.index
+            .get(key)
+            .and_then(|id| self.slot(*id))
+            .map(|s| s.freq)
     }
 
     /// Records a request for `key` and says whether it is cached. An entry waiting in the free
@@ -248,7 +257,11 @@ where
                 let (value, stored) = (value.clone(), *stored);
                 self.algorithm.hit(id, freq);
                 self.count_hit(stored);
-                Access::Hit { value, stored, revived: false }
+                Access::Hit {
+                    value,
+                    stored,
+                    revived: false,
+                }
             }
             State::Free { stored, .. } => {
                 let stored = *stored;
@@ -259,17 +272,26 @@ where
                 let Some(slot) = self.slots[id as usize].as_mut() else {
                     return Access::Miss;
                 };
-                let State::Free { value, stored } = std::mem::replace(&mut slot.state, State::Absent) else {
+                let State::Free { value, stored } =
+                    std::mem::replace(&mut slot.state, State::Absent)
+                else {
                     return Access::Miss;
                 };
-                slot.state = State::Cached { value: value.clone(), stored };
+                slot.state = State::Cached {
+                    value: value.clone(),
+                    stored,
+                };
                 self.free_bytes -= stored.bytes;
                 self.free_list.retain(|f| *f != id);
                 self.used_bytes += stored.bytes;
                 self.algorithm.inserted(id, freq);
                 self.stats.revived += 1;
                 self.count_hit(stored);
-                Access::Hit { value, stored, revived: true }
+                Access::Hit {
+                    value,
+                    stored,
+                    revived: true,
+                }
             }
             State::Absent => {
                 self.stats.misses += 1;
@@ -287,10 +309,14 @@ where
     {
         let stored = self.level_rule(object_bytes)?;
         let freq = self.frequency(key).unwrap_or(1);
-        let need = stored.bytes.saturating_sub(self.config.capacity_bytes - self.used_bytes);
+        let need = stored
+            .bytes
+            .saturating_sub(self.config.capacity_bytes - self.used_bytes);
         let slots = &self.slots;
         let size_of = |id: Id| stored_bytes(slots, id);
-        self.algorithm.admits(need, freq, &size_of).then_some(Admit { stored })
+        self.algorithm
+            .admits(need, freq, &size_of)
+            .then_some(Admit { stored })
     }
 
     /// Caches `value` for `key`, an object of `object_bytes` whose first
@@ -307,7 +333,9 @@ where
         };
         self.drop_data(id);
         let freq = self.slot(id).map_or(1, |s| s.freq.max(1));
-        let need = stored.bytes.saturating_sub(self.config.capacity_bytes - self.used_bytes);
+        let need = stored
+            .bytes
+            .saturating_sub(self.config.capacity_bytes - self.used_bytes);
         let mut victims = std::mem::take(&mut self.scratch);
         victims.clear();
         let slots = &self.slots;
@@ -332,7 +360,12 @@ where
         self.algorithm.inserted(id, freq);
         self.stats.inserts += 1;
         self.stats.evictions += evicted as u64;
-        Ok(Inserted { stored, evicted, max_victim_freq, freq })
+        Ok(Inserted {
+            stored,
+            evicted,
+            max_victim_freq,
+            freq,
+        })
     }
 
     /// Drops whatever is stored for `key` (cached or in the free list), keeping its frequency:
@@ -359,19 +392,35 @@ where
             }
         }
         if used != self.used_bytes {
-            return Err(format!("used bytes {} but entries sum to {used}", self.used_bytes));
+            return Err(format!(
+                "used bytes {} but entries sum to {used}",
+                self.used_bytes
+            ));
         }
         if free != self.free_bytes {
-            return Err(format!("free-list bytes {} but entries sum to {free}", self.free_bytes));
+            return Err(format!(
+                "free-list bytes {} but entries sum to {free}",
+                self.free_bytes
+            ));
         }
         if used > self.config.capacity_bytes {
-            return Err(format!("used bytes {used} exceed capacity {}", self.config.capacity_bytes));
+            return Err(format!(
+                "used bytes {used} exceed capacity {}",
+                self.config.capacity_bytes
+            ));
         }
         if free > self.free_list_capacity {
-            return Err(format!("free list {free} exceeds its bound {}", self.free_list_capacity));
+            return Err(format!(
+                "free list {free} exceeds its bound {}",
+                self.free_list_capacity
+            ));
         }
         if self.index.len() > self.config.max_tracked.max(1) {
-            return Err(format!("{} headers exceed max_tracked {}", self.index.len(), self.config.max_tracked));
+            return Err(format!(
+                "{} headers exceed max_tracked {}",
+                self.index.len(),
+                self.config.max_tracked
+            ));
         }
         Ok(())
     }
@@ -398,7 +447,11 @@ where
         if self.index.len() >= self.config.max_tracked.max(1) {
             self.sweep_headers();
         }
-        let slot = Some(Slot { key: key.clone(), freq: 1, state: State::Absent });
+        let slot = Some(Slot {
+            key: key.clone(),
+            freq: 1,
+            state: State::Absent,
+        });
         let id = match self.vacant.pop() {
             Some(id) => {
                 self.slots[id as usize] = slot;
@@ -417,7 +470,13 @@ where
     fn sweep_headers(&mut self) {
         self.stats.header_sweeps += 1;
         for (id, entry) in self.slots.iter_mut().enumerate() {
-            if matches!(entry, Some(Slot { state: State::Absent, .. })) {
+            if matches!(
+                entry,
+                Some(Slot {
+                    state: State::Absent,
+                    ..
+                })
+            ) {
                 if let Some(slot) = entry.take() {
                     self.index.remove(&slot.key);
                     self.vacant.push(id as Id);
@@ -507,7 +566,11 @@ where
 }
 
 fn stored_bytes<K, V>(slots: &[Option<Slot<K, V>>], id: Id) -> u64 {
-    match slots.get(id as usize).and_then(Option::as_ref).map(|s| &s.state) {
+    match slots
+        .get(id as usize)
+        .and_then(Option::as_ref)
+        .map(|s| &s.state)
+    {
         Some(State::Cached { stored, .. }) => stored.bytes,
         _ => 0,
     }

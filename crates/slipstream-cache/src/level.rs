@@ -26,8 +26,16 @@ impl Level {
     /// How much of an object of `object_bytes` would be stored in a cache of
     /// `capacity_bytes` whose chunk threshold is `max_file_size` (the paper's MAX_FILE_SIZE),
     /// or `None` when this level never caches such an object.
-    pub fn stored(self, object_bytes: u64, capacity_bytes: u64, max_file_size: u64) -> Option<Stored> {
-        let whole = Stored { bytes: object_bytes, complete: true };
+    pub fn stored(
+        self,
+        object_bytes: u64,
+        capacity_bytes: u64,
+        max_file_size: u64,
+    ) -> Option<Stored> {
+        let whole = Stored {
+            bytes: object_bytes,
+            complete: true,
+        };
         match self {
             Level::Total => (object_bytes <= capacity_bytes).then_some(whole),
             Level::Small => (object_bytes <= max_file_size.min(capacity_bytes)).then_some(whole),
@@ -40,7 +48,10 @@ impl Level {
                 } else {
                     // 002 §4.1.2: the first k bytes, k = MAX_FILE_SIZE minus the header, which
                     // the caller has already included in `object_bytes`.
-                    Some(Stored { bytes: chunk, complete: false })
+                    Some(Stored {
+                        bytes: chunk,
+                        complete: false,
+                    })
                 }
             }
         }
@@ -63,11 +74,35 @@ mod tests {
     #[test]
     fn table_3_rules() {
         let (cap, max) = (1000, 250);
-        assert_eq!(Level::Total.stored(900, cap, max), Some(Stored { bytes: 900, complete: true }));
+        assert_eq!(
+            Level::Total.stored(900, cap, max),
+            Some(Stored {
+                bytes: 900,
+                complete: true
+            })
+        );
         assert_eq!(Level::Total.stored(1001, cap, max), None);
-        assert_eq!(Level::Small.stored(250, cap, max), Some(Stored { bytes: 250, complete: true }));
+        assert_eq!(
+            Level::Small.stored(250, cap, max),
+            Some(Stored {
+                bytes: 250,
+                complete: true
+            })
+        );
         assert_eq!(Level::Small.stored(251, cap, max), None);
-        assert_eq!(Level::Adaptive.stored(100, cap, max), Some(Stored { bytes: 100, complete: true }));
-        assert_eq!(Level::Adaptive.stored(5000, cap, max), Some(Stored { bytes: 250, complete: false }));
+        assert_eq!(
+            Level::Adaptive.stored(100, cap, max),
+            Some(Stored {
+                bytes: 100,
+                complete: true
+            })
+        );
+        assert_eq!(
+            Level::Adaptive.stored(5000, cap, max),
+            Some(Stored {
+                bytes: 250,
+                complete: false
+            })
+        );
     }
 }

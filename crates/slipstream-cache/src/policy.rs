@@ -28,7 +28,10 @@ pub struct Policy {
 
 impl Policy {
     /// Paper 002's `adaptive` policy.
-    pub const ADAPTIVE: Policy = Policy { level: Level::Adaptive, replacement: Replacement::Lfu };
+    pub const ADAPTIVE: Policy = Policy {
+        level: Level::Adaptive,
+        replacement: Replacement::Lfu,
+    };
 
     /// Every name accepted by [`Policy::from_str`] without a `+` combination.
     pub const NAMES: [&'static str; 5] = ["total", "small", "adaptive", "lru", "sieve"];
@@ -70,13 +73,24 @@ impl FromStr for Policy {
         };
         let name = s.trim().to_ascii_lowercase();
         if let Some((l, r)) = name.split_once('+') {
-            return Ok(Policy { level: level(l).ok_or_else(err)?, replacement: replacement(r).ok_or_else(err)? });
+            return Ok(Policy {
+                level: level(l).ok_or_else(err)?,
+                replacement: replacement(r).ok_or_else(err)?,
+            });
         }
         if let Some(level) = level(&name) {
-            return Ok(Policy { level, replacement: Replacement::Lfu });
+            return Ok(Policy {
+                level,
+                replacement: Replacement::Lfu,
+            });
         }
-        let replacement = replacement(&name).filter(|r| *r != Replacement::Lfu).ok_or_else(err)?;
-        Ok(Policy { level: Level::Total, replacement })
+        let replacement = replacement(&name)
+            .filter(|r| *r != Replacement::Lfu)
+            .ok_or_else(err)?;
+        Ok(Policy {
+            level: Level::Total,
+            replacement,
+        })
     }
 }
 
@@ -96,7 +110,11 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for name in Policy::NAMES.iter().copied().chain(["adaptive+sieve", "small+lru"]) {
+        for name in Policy::NAMES
+            .iter()
+            .copied()
+            .chain(["adaptive+sieve", "small+lru"])
+        {
             let p: Policy = name.parse().expect("valid name");
             assert_eq!(p.to_string(), name);
         }

@@ -29,7 +29,13 @@ pub trait Algorithm: std::fmt::Debug + Send {
     /// Appends to `out`, in eviction order, entries whose sizes add up to at least `need` bytes,
     /// for a newcomer of frequency `freq`. Returns `false` and leaves `out` unchanged when the
     /// newcomer must not be admitted.
-    fn victims(&mut self, need: u64, freq: u64, size_of: &dyn Fn(Id) -> u64, out: &mut Vec<Id>) -> bool;
+    fn victims(
+        &mut self,
+        need: u64,
+        freq: u64,
+        size_of: &dyn Fn(Id) -> u64,
+        out: &mut Vec<Id>,
+    ) -> bool;
 }
 
 /// Builds the algorithm a [`Replacement`](crate::Replacement) names.

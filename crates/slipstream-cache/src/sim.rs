@@ -108,7 +108,13 @@ mod tests {
         // 002 Fig. 11: a popular file larger than the whole cache. `total` and `small` never
         // cache it; `adaptive` keeps its first chunk.
         let trace: Vec<(&str, u64)> = (0..100).map(|_| ("/big", 10_000)).collect();
-        let bhr = |p: &str| replay(Config::new(1000, p.parse().expect("policy")), trace.iter().copied()).byte_hit_ratio();
+        let bhr = |p: &str| {
+            replay(
+                Config::new(1000, p.parse().expect("policy")),
+                trace.iter().copied(),
+            )
+            .byte_hit_ratio()
+        };
         assert_eq!(bhr("total"), 0.0);
         assert_eq!(bhr("small"), 0.0);
         // 99 hits of a 250-byte chunk out of 100 × 10,000 bytes.

@@ -23,10 +23,20 @@ fn complete_and_incomplete_entries() {
     let mut c = cache(1000, "adaptive");
     request(&mut c, "/small", 100);
     request(&mut c, "/large", 5000);
-    let Access::Hit { stored, .. } = c.access("/small") else { panic!("small should hit") };
+    let Access::Hit { stored, .. } = c.access("/small") else {
+        panic!("small should hit")
+    };
     assert!(stored.complete);
-    let Access::Hit { stored, .. } = c.access("/large") else { panic!("large should hit") };
-    assert_eq!(stored, Stored { bytes: 250, complete: false });
+    let Access::Hit { stored, .. } = c.access("/large") else {
+        panic!("large should hit")
+    };
+    assert_eq!(
+        stored,
+        Stored {
+            bytes: 250,
+            complete: false
+        }
+    );
     assert_eq!(c.used_bytes(), 350);
 }
 
@@ -39,13 +49,19 @@ fn newcomer_cannot_displace_more_popular_entries() {
     }
     assert!(!request(&mut c, "/b", 300));
     assert!(!request(&mut c, "/b", 300));
-    assert!(!request(&mut c, "/b", 300), "freq(b)=3 == freq(a)=3, b must not be cached");
+    assert!(
+        !request(&mut c, "/b", 300),
+        "freq(b)=3 == freq(a)=3, b must not be cached"
+    );
     assert!(matches!(c.access("/a"), Access::Hit { .. }));
     // b's fourth and fifth requests: freq(b)=5 > freq(a)=4 now, so b displaces a.
     assert!(!request(&mut c, "/b", 300));
     assert!(!request(&mut c, "/b", 300));
     assert!(matches!(c.access("/b"), Access::Hit { .. }));
-    assert!(matches!(c.access("/a"), Access::Miss | Access::Hit { revived: true, .. }));
+    assert!(matches!(
+        c.access("/a"),
+        Access::Miss | Access::Hit { revived: true, .. }
+    ));
 }
 
 #[test]
@@ -113,7 +129,15 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn policy() -> impl Strategy<Value = &'static str> {
-    prop::sample::select(vec!["total", "small", "adaptive", "lru", "sieve", "adaptive+sieve", "small+lru"])
+    prop::sample::select(vec![
+        "total",
+        "small",
+        "adaptive",
+        "lru",
+        "sieve",
+        "adaptive+sieve",
+        "small+lru",
+    ])
 }
 
 proptest! {

@@ -32,7 +32,10 @@ impl Lfu {
     /// Entries the newcomer may remove, least frequent first.
     fn removable(&self, freq: u64) -> impl Iterator<Item = Id> + '_ {
         // 002 §4.2.4.2 step 1: q can be removed by p iff freq(p) > freq(q).
-        self.order.iter().take_while(move |(f, _, _)| *f < freq).map(|(_, _, id)| *id)
+        self.order
+            .iter()
+            .take_while(move |(f, _, _)| *f < freq)
+            .map(|(_, _, id)| *id)
     }
 }
 
@@ -61,7 +64,13 @@ impl Algorithm for Lfu {
             })
     }
 
-    fn victims(&mut self, need: u64, freq: u64, size_of: &dyn Fn(Id) -> u64, out: &mut Vec<Id>) -> bool {
+    fn victims(
+        &mut self,
+        need: u64,
+        freq: u64,
+        size_of: &dyn Fn(Id) -> u64,
+        out: &mut Vec<Id>,
+    ) -> bool {
         let start = out.len();
         let mut freed = 0;
         for id in self.removable(freq) {

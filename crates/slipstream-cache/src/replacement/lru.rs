@@ -43,7 +43,13 @@ impl Algorithm for Lru {
         need == 0 || self.order.values().map(|id| size_of(*id)).sum::<u64>() >= need
     }
 
-    fn victims(&mut self, need: u64, _freq: u64, size_of: &dyn Fn(Id) -> u64, out: &mut Vec<Id>) -> bool {
+    fn victims(
+        &mut self,
+        need: u64,
+        _freq: u64,
+        size_of: &dyn Fn(Id) -> u64,
+        out: &mut Vec<Id>,
+    ) -> bool {
         let start = out.len();
         let mut freed = 0;
         for id in self.order.values() {

@@ -14,7 +14,12 @@ struct Node {
     linked: bool,
 }
 
-const UNLINKED: Node = Node { newer: NIL, older: NIL, visited: false, linked: false };
+const UNLINKED: Node = Node {
+    newer: NIL,
+    older: NIL,
+    visited: false,
+    linked: false,
+};
 
 /// A FIFO queue with one "visited" bit per entry. A hit only sets the bit; the eviction hand
 /// walks from the oldest entry toward the newest, clearing set bits and evicting the first entry
@@ -30,7 +35,13 @@ pub struct Sieve {
 
 impl Default for Sieve {
     fn default() -> Self {
-        Sieve { nodes: Vec::new(), newest: NIL, oldest: NIL, hand: NIL, total_linked: 0 }
+        Sieve {
+            nodes: Vec::new(),
+            newest: NIL,
+            oldest: NIL,
+            hand: NIL,
+            total_linked: 0,
+        }
     }
 }
 
@@ -56,7 +67,11 @@ impl Sieve {
 
     /// Moves the hand to the next entry to evict and unlinks it.
     fn evict_one(&mut self) -> Option<Id> {
-        let mut cur = if self.hand == NIL { self.oldest } else { self.hand };
+        let mut cur = if self.hand == NIL {
+            self.oldest
+        } else {
+            self.hand
+        };
         // At most one full lap clears every bit, so the walk ends within 2n steps.
         for _ in 0..=2 * self.total_linked {
             if cur == NIL {
@@ -85,7 +100,12 @@ impl Algorithm for Sieve {
     fn inserted(&mut self, id: Id, _freq: u64) {
         ensure(&mut self.nodes, id, UNLINKED);
         self.unlink(id);
-        self.nodes[id as usize] = Node { newer: NIL, older: self.newest, visited: false, linked: true };
+        self.nodes[id as usize] = Node {
+            newer: NIL,
+            older: self.newest,
+            visited: false,
+            linked: true,
+        };
         match self.newest {
             NIL => self.oldest = id,
             n => self.nodes[n as usize].newer = id,
@@ -114,7 +134,13 @@ impl Algorithm for Sieve {
         total >= need
     }
 
-    fn victims(&mut self, need: u64, freq: u64, size_of: &dyn Fn(Id) -> u64, out: &mut Vec<Id>) -> bool {
+    fn victims(
+        &mut self,
+        need: u64,
+        freq: u64,
+        size_of: &dyn Fn(Id) -> u64,
+        out: &mut Vec<Id>,
+    ) -> bool {
         if !self.admits(need, freq, size_of) {
             return false;
         }

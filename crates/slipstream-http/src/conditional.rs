@@ -1,0 +1,190 @@
+//! Conditional requests (RFC 9110 §13): validators and the evaluation order of §13.2.2.
+
+use std::time::SystemTime;
+
+use http::header::{IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE};
+use http::{HeaderMap, Method, StatusCode};
+
+/// The validators of one representation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validators {
+    /// Strong entity tag, with quotes, e.g. `"5f3a-1c2"`.
+    pub etag: String,
+    /// Modification time, truncated to whole seconds as HTTP dates are.
+    pub last_modified: SystemTime,
+}
+
+/// A strong ETag from a file's length and modification time (the same recipe as nginx).
+pub fn etag(len: u64, modified: SystemTime) -> String {
+    let secs = modified
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("\"{secs:x}-{len:x}\"")
+}
+
+/// What the preconditions say to do with a GET or HEAD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Serve the representation (possibly a range of it).
+    Proceed,
+    /// 304 Not Modified.
+    NotModified,
+    /// 412 Precondition Failed.
+    Failed,
+}
+
+impl Outcome {
+    /// The status to send instead of the representation, if any.
+    pub fn status(self) -> Option<StatusCode> {
+        match self {
+            Outcome::Proceed => None,
+            Outcome::NotModified => Some(StatusCode::NOT_MODIFIED),
+            Outcome::Failed => Some(StatusCode::PRECONDITION_FAILED),
+        }
+    }
+}
+
+/// Evaluates the preconditions of a request in the order of RFC 9110 §13.2.2.
+pub fn evaluate(method: &Method, headers: &HeaderMap, v: &Validators) -> Outcome {
+    let safe = method == Method::GET || method == Method::HEAD;
+    // Step 1: If-Match; step 2: If-Unmodified-Since only when If-Match is absent.
+    if let Some(value) = header_str(headers, IF_MATCH) {
+        if !list_matches(value, &v.etag, false) {
+            return Outcome::Failed;
+        }
+    } else if let Some(since) = header_date(headers, IF_UNMODIFIED_SINCE) {
+        if truncate(v.last_modified) > since {
+            return Outcome::Failed;
+        }
+    }
+    // Step 3: If-None-Match (weak comparison); step 4: If-Modified-Since only when it is absent.
+    if let Some(value) = header_str(headers, IF_NONE_MATCH) {
+        if list_matches(value, &v.etag, true) {
+            return if safe {
+                Outcome::NotModified
+            } else {
+                Outcome::Failed
+            };
+        }
+    } else if safe {
+        if let Some(since) = header_date(headers, IF_MODIFIED_SINCE) {
+            if truncate(v.last_modified) <= since {
+                return Outcome::NotModified;
+            }
+        }
+    }
+    Outcome::Proceed
+}
+
+/// RFC 9110 §13.1.5: whether a Range may be honoured given If-Range. An entity tag must match
+/// strongly; a date must equal the Last-Modified exactly.
+pub fn if_range_allows(headers: &HeaderMap, v: &Validators) -> bool {
+    let Some(value) = header_str(headers, IF_RANGE) else {
+        return true;
+    };
+    let value = value.trim();
+    if value.starts_with('"') || value.starts_with("W/") {
+        return !value.starts_with("W/") && value == v.etag;
+    }
+    httpdate::parse_http_date(value).is_ok_and(|d| d == truncate(v.last_modified))
+}
+
+fn header_str(headers: &HeaderMap, name: http::header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// A date header; an invalid date is ignored, as RFC 9110 §13.1.3 requires.
+fn header_date(headers: &HeaderMap, name: http::header::HeaderName) -> Option<SystemTime> {
+    header_str(headers, name).and_then(|s| httpdate::parse_http_date(s).ok())
+}
+
+fn truncate(t: SystemTime) -> SystemTime {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs)
+}
+
+/// Whether a comma-separated list of entity tags (or `*`) matches `etag`.
+fn list_matches(list: &str, etag: &str, weak: bool) -> bool {
+    let ours = etag.trim_start_matches("W/");
+    list.split(',').map(str::trim).any(|tag| {
+        if tag == "*" {
+            return true;
+        }
+        match tag.strip_prefix("W/") {
+            Some(stripped) => weak && stripped == ours,
+            None => tag == etag || (weak && tag == ours),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn v() -> Validators {
+        Validators {
+            etag: "\"a-1\"".into(),
+            last_modified: SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000),
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, val) in pairs {
+            h.insert(*k, val.parse().expect("header value"));
+        }
+        h
+    }
+
+    #[test]
+    fn none_match_wins_over_modified_since() {
+        let old = httpdate::fmt_http_date(SystemTime::UNIX_EPOCH);
+        let h = headers(&[("if-none-match", "\"a-1\""), ("if-modified-since", &old)]);
+        assert_eq!(evaluate(&Method::GET, &h, &v()), Outcome::NotModified);
+        let h = headers(&[
+            ("if-none-match", "\"zzz\""),
+            (
+                "if-modified-since",
+                &httpdate::fmt_http_date(v().last_modified),
+            ),
+        ]);
+        assert_eq!(evaluate(&Method::GET, &h, &v()), Outcome::Proceed);
+        let h = headers(&[("if-none-match", "W/\"a-1\", \"b\"")]);
+        assert_eq!(evaluate(&Method::HEAD, &h, &v()), Outcome::NotModified);
+    }
+
+    #[test]
+    fn modified_since_and_failed_preconditions() {
+        let h = headers(&[(
+            "if-modified-since",
+            &httpdate::fmt_http_date(v().last_modified),
+        )]);
+        assert_eq!(evaluate(&Method::GET, &h, &v()), Outcome::NotModified);
+        let h = headers(&[("if-modified-since", "garbage")]);
+        assert_eq!(evaluate(&Method::GET, &h, &v()), Outcome::Proceed);
+        let h = headers(&[("if-match", "\"other\"")]);
+        assert_eq!(evaluate(&Method::GET, &h, &v()), Outcome::Failed);
+        let h = headers(&[(
+            "if-unmodified-since",
+            &httpdate::fmt_http_date(SystemTime::UNIX_EPOCH),
+        )]);
+        assert_eq!(evaluate(&Method::GET, &h, &v()), Outcome::Failed);
+    }
+
+    #[test]
+    fn if_range() {
+        assert!(if_range_allows(&headers(&[("if-range", "\"a-1\"")]), &v()));
+        assert!(!if_range_allows(
+            &headers(&[("if-range", "W/\"a-1\"")]),
+            &v()
+        ));
+        assert!(!if_range_allows(&headers(&[("if-range", "\"b\"")]), &v()));
+        assert!(if_range_allows(
+            &headers(&[("if-range", &httpdate::fmt_http_date(v().last_modified))]),
+            &v()
+        ));
+    }
+}

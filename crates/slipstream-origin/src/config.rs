@@ -1,0 +1,197 @@
+//! `slipstream serve` settings: the TOML file's shape (every field has a default) and the
+//! validated form the server runs with.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use slipstream_cache::Policy;
+use slipstream_http::listen::Limits;
+
+/// The `serve` section of a node's TOML config.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Directory to serve. Required (here or on the command line).
+    pub root: Option<PathBuf>,
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// The memory cache.
+    pub cache: CacheConfig,
+    /// A cached file is checked against the file system (size and modification time) when its
+    /// entry is older than this, so a changed file is never served stale for longer.
+    pub revalidate_ms: u64,
+    /// PEM certificate chain; with `tls_key`, serve HTTPS (HTTP/2 and HTTP/1.1 by ALPN).
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// Largest request head in bytes.
+    pub max_header_bytes: usize,
+    /// Time a client has to send a request head, in milliseconds.
+    pub header_read_timeout_ms: u64,
+    /// A connection making no progress for this long is closed, in milliseconds.
+    pub idle_timeout_ms: u64,
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// Worker threads; 0 means one per core.
+    pub workers: usize,
+}
+
+/// The memory cache section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CacheConfig {
+    /// Whether to cache at all (off serves every request from the file system).
+    pub enabled: bool,
+    /// Bytes of file data and headers the cache may hold.
+    pub capacity_bytes: u64,
+    /// Policy name: `adaptive` (paper 002), `total`, `small`, `lru`, `sieve`, or LEVEL+ALGORITHM.
+    pub policy: String,
+    /// The paper's MAX_FILE_SIZE: larger files keep only this many bytes (adaptive) or none
+    /// (small). Default: a quarter of the capacity, as in paper 002 §5.2.
+    pub max_file_size_bytes: Option<u64>,
+    /// Flush the free list of evicted buffers every this many requests (002 §4.2.3.4); 0 = off.
+    pub free_list_flush_every: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            root: None,
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            cache: CacheConfig::default(),
+            revalidate_ms: 1000,
+            tls_cert: None,
+            tls_key: None,
+            max_header_bytes: 16 * 1024,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            max_connections: 10_000,
+            workers: 0,
+        }
+    }
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            enabled: true,
+            capacity_bytes: 64 << 20,
+            policy: "adaptive".into(),
+            max_file_size_bytes: None,
+            free_list_flush_every: 100,
+        }
+    }
+}
+
+/// A config that cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No root directory.
+    #[error("no directory to serve: give DIR on the command line or `root` in the config")]
+    NoRoot,
+    /// The root is not a readable directory.
+    #[error("cannot serve {path}: {reason}")]
+    BadRoot {
+        /// The root given.
+        path: String,
+        /// Why it cannot be served.
+        reason: String,
+    },
+    /// Unknown policy name.
+    #[error(transparent)]
+    Policy(#[from] slipstream_cache::ParsePolicyError),
+    /// Only one of the two TLS files given.
+    #[error("TLS needs both a certificate and a key (tls_cert and tls_key)")]
+    HalfTls,
+    /// A value out of range.
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Validated settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Canonical root directory.
+    pub root: PathBuf,
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// The cache, if enabled.
+    pub cache: Option<slipstream_cache::Config>,
+    /// See [`Config::revalidate_ms`].
+    pub revalidate: Duration,
+    /// Certificate and key, if serving TLS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Connection limits.
+    pub limits: Limits,
+    /// Worker threads (0 = one per core).
+    pub workers: usize,
+}
+
+impl Config {
+    /// Checks the config and resolves the root directory.
+    pub fn validate(&self) -> Result<Settings, ConfigError> {
+        let root = self.root.as_ref().ok_or(ConfigError::NoRoot)?;
+        let bad_root = |reason: String| ConfigError::BadRoot {
+            path: root.display().to_string(),
+            reason,
+        };
+        let canonical = root.canonicalize().map_err(|e| bad_root(e.to_string()))?;
+        if !canonical.is_dir() {
+            return Err(bad_root("not a directory".into()));
+        }
+        let cache = if self.cache.enabled {
+            let policy: Policy = self.cache.policy.parse()?;
+            if self.cache.capacity_bytes == 0 {
+                return Err(ConfigError::Invalid {
+                    field: "cache.capacity_bytes",
+                    reason: "must be positive (or set cache.enabled = false)".into(),
+                });
+            }
+            let mut c = slipstream_cache::Config::new(self.cache.capacity_bytes, policy);
+            c.max_file_size = self.cache.max_file_size_bytes;
+            c.free_list_flush_every = self.cache.free_list_flush_every;
+            Some(c)
+        } else {
+            None
+        };
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+            (None, None) => None,
+            _ => return Err(ConfigError::HalfTls),
+        };
+        if self.max_header_bytes < 1024 {
+            return Err(ConfigError::Invalid {
+                field: "max_header_bytes",
+                reason: "must be at least 1024".into(),
+            });
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError::Invalid {
+                field: "max_connections",
+                reason: "must be positive".into(),
+            });
+        }
+        Ok(Settings {
+            root: canonical,
+            listen: self.listen,
+            cache,
+            revalidate: Duration::from_millis(self.revalidate_ms),
+            tls,
+            limits: Limits {
+                max_header_bytes: self.max_header_bytes,
+                header_read_timeout: Duration::from_millis(self.header_read_timeout_ms.max(1)),
+                idle_timeout: Duration::from_millis(self.idle_timeout_ms.max(1)),
+                max_connections: self.max_connections,
+                ..Limits::default()
+            },
+            workers: self.workers,
+        })
+    }
+}

@@ -1,0 +1,284 @@
+//! `slipstream serve`: a static origin server with paper 002's adaptive-level memory cache.
+//!
+//! A request is looked up in the cache by its normalised path before anything touches the file
+//! system. A complete hit is answered from memory with the response head computed when the file
+//! was cached (002 §4.1.1); an incomplete hit sends the cached first chunk and streams the rest
+//! from the file (002 §4.2.2); a miss resolves the file, offers it to the cache (the admission
+//! rule may refuse), and serves it. A cached file is re-checked against the file system once its
+//! entry is older than the revalidation interval, so a change is never served stale for longer.
+
+pub mod config;
+pub mod entry;
+mod metrics;
+pub mod resolve;
+pub mod respond;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE, LOCATION};
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use parking_lot::Mutex;
+use slipstream_cache::{Access, Cache};
+use slipstream_http::Body;
+
+pub use config::{Config, ConfigError, Settings};
+use entry::Entry;
+use resolve::Refusal;
+
+/// The control endpoints' prefix, shared by every slipstream node.
+pub const CONTROL_PREFIX: &str = "/_slipstream/";
+
+/// The origin server: one per listener.
+#[derive(Debug)]
+pub struct Origin {
+    settings: Settings,
+    cache: Option<Arc<Mutex<Cache<String, Arc<Entry>>>>>,
+    started: Instant,
+    metrics: metrics::Metrics,
+}
+
+impl Origin {
+    /// A server for validated settings.
+    pub fn new(settings: Settings) -> Origin {
+        let cache = settings.cache.map(|c| Arc::new(Mutex::new(Cache::new(c))));
+        let metrics = metrics::Metrics::new(cache.clone());
+        Origin {
+            settings,
+            cache,
+            started: Instant::now(),
+            metrics,
+        }
+    }
+
+    /// The settings this server runs with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    async fn handle(&self, req: &Request<Incoming>) -> Response<Body> {
+        let path = req.uri().path();
+        if let Some(control) = path.strip_prefix(CONTROL_PREFIX) {
+            return self.control(control, req.method());
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut r = text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed: this server answers GET and HEAD\n",
+            );
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        let key = match resolve::normalise(path) {
+            Ok(key) => key,
+            Err(refusal) => return refused(refusal),
+        };
+        let entry = match self.lookup(&key).await {
+            Ok(entry) => entry,
+            Err(Lookup::Refused(refusal)) => return refused(refusal),
+            Err(Lookup::Redirect) => {
+                let mut location = format!("{path}/");
+                if let Some(q) = req.uri().query() {
+                    location.push('?');
+                    location.push_str(q);
+                }
+                let mut r = text(
+                    StatusCode::MOVED_PERMANENTLY,
+                    "moved: the directory's address ends in /\n",
+                );
+                if let Ok(v) = HeaderValue::from_str(&location) {
+                    r.headers_mut().insert(LOCATION, v);
+                }
+                return r;
+            }
+            Err(Lookup::Io(e)) => {
+                tracing::warn!(%key, error = %e, "reading file failed");
+                return text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error reading the file\n",
+                );
+            }
+        };
+        let built = respond::respond(&entry, req.method(), req.headers());
+        self.metrics.bytes(built.memory_bytes, built.disk_bytes);
+        built.response
+    }
+
+    /// The entry for `key`: from the cache when it holds a fresh one, else from the disk.
+    async fn lookup(&self, key: &str) -> Result<Arc<Entry>, Lookup> {
+        let Some(cache) = &self.cache else {
+            return self.load(key, false).await;
+        };
+        let hit = cache.lock().access(key);
+        match hit {
+            Access::Hit { value, stored, .. } => {
+                if self.fresh(&value).await {
+                    self.metrics.hit(stored.complete);
+                    return Ok(value);
+                }
+                cache.lock().invalidate(key);
+                self.metrics.miss();
+                self.load(key, true).await
+            }
+            Access::Miss => {
+                self.metrics.miss();
+                self.load(key, true).await
+            }
+        }
+    }
+
+    /// Whether a cached entry still describes the file. Within the revalidation interval this
+    /// makes no file-system call.
+    async fn fresh(&self, entry: &Arc<Entry>) -> bool {
+        let now = self.now_ms();
+        if now.saturating_sub(entry.checked_ms()) < self.settings.revalidate.as_millis() as u64 {
+            return true;
+        }
+        let path = entry.path.clone();
+        let meta = tokio::task::spawn_blocking(move || std::fs::metadata(path)).await;
+        match meta {
+            Ok(Ok(meta)) if entry.matches(&meta) => {
+                entry.mark_checked(now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Resolves and reads a file, offering it to the cache when `cache_it`.
+    async fn load(&self, key: &str, cache_it: bool) -> Result<Arc<Entry>, Lookup> {
+        let root = self.settings.root.clone();
+        let owned_key = key.to_owned();
+        let found = tokio::task::spawn_blocking(move || resolve::find(&root, &owned_key))
+            .await
+            .map_err(|e| Lookup::Io(std::io::Error::other(e)))?;
+        let (path, meta) = match found {
+            Ok(resolve::Found::File { path, meta }) => (path, meta),
+            Ok(resolve::Found::Directory) => return Err(Lookup::Redirect),
+            Err(refusal) => return Err(Lookup::Refused(refusal)),
+        };
+        let modified = meta.modified().map_err(Lookup::Io)?;
+        let len = meta.len();
+        let now = self.now_ms();
+        let describe = |data: Bytes| Arc::new(Entry::new(path.clone(), len, modified, data, now));
+        let uncached = describe(Bytes::new());
+        let Some(cache) = self.cache.as_ref().filter(|_| cache_it) else {
+            return Ok(uncached);
+        };
+        let object_bytes = len + uncached.head_bytes();
+        let Some(admit) = cache.lock().plan(key, object_bytes) else {
+            return Ok(uncached);
+        };
+        // 002 §4.1.2: the stored bytes include the head; the data is what remains of them.
+        let data_len = if admit.stored.complete {
+            len
+        } else {
+            admit
+                .stored
+                .bytes
+                .saturating_sub(uncached.head_bytes())
+                .min(len)
+        };
+        let read_path = path.clone();
+        let data = tokio::task::spawn_blocking(move || read_prefix(&read_path, data_len))
+            .await
+            .map_err(|e| Lookup::Io(std::io::Error::other(e)))?
+            .map_err(Lookup::Io)?;
+        if data.len() as u64 != data_len {
+            // The file changed under us; serve it uncached rather than cache a torn copy.
+            return Ok(uncached);
+        }
+        let entry = describe(data);
+        // A refusal here means the cache changed since the plan; the file is still served.
+        let _ = cache
+            .lock()
+            .insert(key.to_owned(), object_bytes, entry.clone());
+        Ok(entry)
+    }
+
+    fn control(&self, what: &str, method: &Method) -> Response<Body> {
+        if method != Method::GET && method != Method::HEAD {
+            let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        let (body, content_type): (Bytes, &'static str) =
+            match what {
+                "metrics" => (
+                    self.metrics.render().into(),
+                    "text/plain; version=0.0.4; charset=utf-8",
+                ),
+                "status" | "status/" => (
+                    Bytes::from_static(slipstream_http::status::PAGE.as_bytes()),
+                    "text/html; charset=utf-8",
+                ),
+                _ => return text(
+                    StatusCode::NOT_FOUND,
+                    "no such control endpoint: try /_slipstream/status or /_slipstream/metrics\n",
+                ),
+            };
+        let mut r = Response::new(if method == Method::HEAD {
+            Body::empty()
+        } else {
+            Body::full(body)
+        });
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        r.headers_mut()
+            .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        r
+    }
+}
+
+impl slipstream_http::listen::Handler for Origin {
+    async fn call(&self, req: Request<Incoming>, _peer: SocketAddr) -> Response<Body> {
+        let start = Instant::now();
+        let response = self.handle(&req).await;
+        self.metrics.response(response.status(), start.elapsed());
+        response
+    }
+}
+
+enum Lookup {
+    Refused(Refusal),
+    Redirect,
+    Io(std::io::Error),
+}
+
+fn read_prefix(path: &std::path::Path, len: u64) -> std::io::Result<Bytes> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let mut buf = Vec::with_capacity(len as usize);
+    file.take(len).read_to_end(&mut buf)?;
+    Ok(Bytes::from(buf))
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Body> {
+    let mut r = Response::new(Body::full(Bytes::from_static(body.as_bytes())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn refused(refusal: Refusal) -> Response<Body> {
+    match refusal {
+        Refusal::BadRequest => text(StatusCode::BAD_REQUEST, "bad request: malformed path\n"),
+        Refusal::Forbidden => text(
+            StatusCode::FORBIDDEN,
+            "forbidden: the path leaves the served directory\n",
+        ),
+        Refusal::NotFound => text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}

@@ -1,0 +1,129 @@
+//! `slipstream bench`: the load generator (paper 002's WebStone role).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use slipstream_bench::{Limits, Mode, Plan, Targets};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Server to load, e.g. http://127.0.0.1:8080 (a path here is the single target when no
+    /// --urls or --trace is given).
+    pub url: String,
+    /// URL list: lines of `WEIGHT PATH` (or just `PATH`); paths are drawn by weight.
+    #[arg(long, conflicts_with = "trace")]
+    pub urls: Option<PathBuf>,
+    /// Trace (Common Log Format or TSV) replayed in order.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Closed loop: this many clients, each with one keep-alive connection.
+    #[arg(long, default_value_t = 16, conflicts_with = "rate")]
+    pub clients: usize,
+    /// Closed loop: pause between a response and the client's next request, e.g. 10ms.
+    #[arg(long, value_parser = crate::units::duration, default_value = "0s")]
+    pub think: Duration,
+    /// Open loop: requests per second, sent whether or not earlier ones finished.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Open loop: requests in flight at most; arrivals beyond are counted as "overload".
+    #[arg(long, default_value_t = 1024)]
+    pub max_in_flight: usize,
+    /// Stop after this many requests.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub requests: u64,
+    /// Stop after this long, e.g. 30s.
+    #[arg(long, value_parser = crate::units::duration, default_value = "10s")]
+    pub duration: Duration,
+    /// Per-request timeout.
+    #[arg(long, value_parser = crate::units::duration, default_value = "10s")]
+    pub timeout: Duration,
+    /// Use HTTP/2 over cleartext (prior knowledge).
+    #[arg(long)]
+    pub h2: bool,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Seed for the weighted choice of paths.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print no progress line.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let uri: http::Uri = args
+        .url
+        .parse()
+        .with_context(|| format!("`{}` is not a URL", args.url))?;
+    let base: http::Uri = format!(
+        "{}://{}",
+        uri.scheme_str().unwrap_or("http"),
+        uri.authority()
+            .context("the URL needs a host, e.g. http://127.0.0.1:8080")?
+    )
+    .parse()?;
+    let targets = if let Some(path) = &args.urls {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        Targets::Weighted(slipstream_bench::parse_url_list(
+            &text,
+            &path.display().to_string(),
+        )?)
+    } else if let Some(path) = &args.trace {
+        let trace = slipstream_workload::trace::read_path(path)?;
+        Targets::Sequence(trace.requests.into_iter().map(|r| r.key).collect())
+    } else {
+        let path = uri
+            .path_and_query()
+            .map_or("/".to_owned(), |p| p.to_string());
+        Targets::Weighted(vec![(path, 1.0)])
+    };
+    let mode = match args.rate {
+        Some(rate_per_s) => Mode::Open {
+            rate_per_s,
+            max_in_flight: args.max_in_flight,
+        },
+        None => Mode::Closed {
+            clients: args.clients,
+            think_time: args.think,
+        },
+    };
+    let plan = Plan {
+        base,
+        targets,
+        mode,
+        limits: Limits {
+            max_requests: args.requests,
+            duration: args.duration,
+        },
+        timeout: args.timeout,
+        http2: args.h2,
+        seed: args.seed,
+    };
+    let quiet = args.quiet;
+    let report = crate::serve::runtime(0)?.block_on(slipstream_bench::run(plan, move |p| {
+        if !quiet {
+            let rate = p.completed as f64 / p.elapsed.as_secs_f64().max(1e-9);
+            eprint!(
+                "\r{:>6.1}s  {:>10} ok  {:>6} errors  {:>10.0} req/s ",
+                p.elapsed.as_secs_f64(),
+                p.completed,
+                p.errors,
+                rate
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }))?;
+    if !quiet {
+        eprintln!();
+    }
+    println!("{report}");
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report.to_json())?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}

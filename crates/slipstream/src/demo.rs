@@ -1,0 +1,121 @@
+//! `slipstream demo`: the system on loopback with a bundled sample site.
+//!
+//! Today that is the origin server with its memory cache and status page; later issues add the
+//! proxy chain, replicas and prefetching.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use slipstream_bench::{Limits, Mode, Plan, Targets};
+
+/// The sample site, compiled into the binary.
+const SITE: &[(&str, &[u8])] = &[
+    ("index.html", include_bytes!("../site/index.html")),
+    ("about.html", include_bytes!("../site/about.html")),
+    (
+        "assets/style.css",
+        include_bytes!("../site/assets/style.css"),
+    ),
+    ("assets/logo.svg", include_bytes!("../site/assets/logo.svg")),
+];
+
+/// Size of the generated large file: above the demo's 1 MiB chunk threshold.
+const LARGE_FILE_BYTES: usize = 2 << 20;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address for the origin server.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Where to write the sample site [default: a fresh directory under the system temp dir].
+    #[arg(long)]
+    pub site_dir: Option<PathBuf>,
+}
+
+fn write_site(dir: &Path) -> anyhow::Result<()> {
+    for (name, bytes) in SITE {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    // Deterministic, not all zeros, so a client can tell bytes apart.
+    let large: Vec<u8> = (0..LARGE_FILE_BYTES).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.join("assets/large.bin"), large)?;
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let dir = match &args.site_dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("slipstream-demo-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    write_site(&dir)?;
+    let mut config = slipstream_origin::Config {
+        root: Some(dir.clone()),
+        listen: args.listen,
+        ..Default::default()
+    };
+    config.cache.capacity_bytes = 4 << 20;
+    let settings = config.validate()?;
+    let shown = dir.clone();
+    let result = crate::serve::runtime(0)?.block_on(async move {
+        let server = crate::serve::start(settings).await.with_context(|| {
+            format!(
+                "is another server on {}? pick another address with --listen",
+                args.listen
+            )
+        })?;
+        let base = format!("http://{}", server.addr);
+        // Warm the cache and the status charts with a short, bounded burst of requests.
+        let plan = Plan {
+            base: base.parse()?,
+            targets: Targets::Weighted(vec![
+                ("/".into(), 10.0),
+                ("/about.html".into(), 4.0),
+                ("/assets/style.css".into(), 8.0),
+                ("/assets/logo.svg".into(), 8.0),
+                ("/assets/large.bin".into(), 1.0),
+            ]),
+            mode: Mode::Closed {
+                clients: 4,
+                think_time: Duration::ZERO,
+            },
+            limits: Limits {
+                max_requests: 500,
+                duration: Duration::from_secs(5),
+            },
+            timeout: Duration::from_secs(5),
+            http2: false,
+            seed: 1,
+        };
+        let warm = slipstream_bench::run(plan, |_| {}).await?;
+        anyhow::ensure!(
+            warm.error_count() == 0,
+            "the demo server answered with errors: {:?}",
+            warm.errors
+        );
+        println!("slipstream demo is running (Ctrl-C to stop)");
+        println!("  site:    {base}/");
+        println!("  status:  {base}/_slipstream/status");
+        println!("  metrics: {base}/_slipstream/metrics");
+        println!("  files:   {}", shown.display());
+        println!(
+            "warm-up: {} requests answered, {:.0} req/s",
+            warm.completed,
+            warm.throughput_rps()
+        );
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for Ctrl-C")?;
+        Ok(())
+    });
+    if args.site_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}

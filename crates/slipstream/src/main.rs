@@ -1,0 +1,58 @@
+//! The `slipstream` binary: parses the command line, loads config, wires the library crates
+//! together and maps errors to exit codes. The logic lives in the library crates.
+
+mod bench_cmd;
+mod cachesim_cmd;
+mod demo;
+mod serve;
+mod units;
+mod workload_cmd;
+
+use clap::{Parser, Subcommand};
+
+/// slipstream makes websites fast and reliable.
+#[derive(Debug, Parser)]
+#[command(name = "slipstream", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the whole system on loopback with a bundled sample site and print its URLs.
+    Demo(demo::Args),
+    /// Serve a directory with the adaptive-level memory cache (paper 002).
+    Serve(serve::Args),
+    /// Load-test an HTTP server: closed loop with N clients, or open loop at a rate.
+    Bench(bench_cmd::Args),
+    /// Replay a trace through cache policies without a network; print hit ratios.
+    Cachesim(cachesim_cmd::Args),
+    /// Generate workloads: paper 002's Table 1 file set, request traces, URL lists.
+    Workload(workload_cmd::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SLIPSTREAM_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Bench(args) => bench_cmd::run(args),
+        Command::Cachesim(args) => cachesim_cmd::run(args),
+        Command::Workload(args) => workload_cmd::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -3,7 +3,8 @@
 //! assets, so it works on an isolated network.
 //!
 //! After each redraw the page records in the DOM how many charts it drew
-//! (`body[data-charts-drawn]`) and, per canvas, how many pixels carry ink (`data-ink`), which
+//! (`body[data-charts-drawn]`) and, per canvas, how many pixels carry ink (`data-ink`) and how many data points it
+//! plotted (`data-points`), which
 //! is what the browser test checks.
 
 /// The page.

@@ -32,11 +32,14 @@ use resolve::Refusal;
 /// The control endpoints' prefix, shared by every slipstream node.
 pub const CONTROL_PREFIX: &str = "/_slipstream/";
 
+/// The file cache, shared by every connection.
+pub(crate) type SharedCache = Arc<Mutex<Cache<String, Arc<Entry>>>>;
+
 /// The origin server: one per listener.
 #[derive(Debug)]
 pub struct Origin {
     settings: Settings,
-    cache: Option<Arc<Mutex<Cache<String, Arc<Entry>>>>>,
+    cache: Option<SharedCache>,
     started: Instant,
     metrics: metrics::Metrics,
 }
@@ -81,8 +84,8 @@ impl Origin {
             Ok(key) => key,
             Err(refusal) => return refused(refusal),
         };
-        let entry = match self.lookup(&key).await {
-            Ok(entry) => entry,
+        let (entry, hit) = match self.lookup(&key).await {
+            Ok(found) => found,
             Err(Lookup::Refused(refusal)) => return refused(refusal),
             Err(Lookup::Redirect) => {
                 let mut location = format!("{path}/");
@@ -108,29 +111,36 @@ impl Origin {
             }
         };
         let built = respond::respond(&entry, req.method(), req.headers());
-        self.metrics.bytes(built.memory_bytes, built.disk_bytes);
+        if hit {
+            self.metrics.bytes(built.memory_bytes, built.disk_bytes);
+        } else {
+            // A miss read every byte from the file, even those it then cached.
+            self.metrics.bytes(0, built.memory_bytes + built.disk_bytes);
+        }
         built.response
     }
 
-    /// The entry for `key`: from the cache when it holds a fresh one, else from the disk.
-    async fn lookup(&self, key: &str) -> Result<Arc<Entry>, Lookup> {
+    /// The entry for `key` and whether it was a cache hit: from the cache when it holds a fresh
+    /// one, else from the disk.
+    async fn lookup(&self, key: &str) -> Result<(Arc<Entry>, bool), Lookup> {
+        let miss = |entry| (entry, false);
         let Some(cache) = &self.cache else {
-            return self.load(key, false).await;
+            return self.load(key, false).await.map(miss);
         };
         let hit = cache.lock().access(key);
         match hit {
             Access::Hit { value, stored, .. } => {
                 if self.fresh(&value).await {
                     self.metrics.hit(stored.complete);
-                    return Ok(value);
+                    return Ok((value, true));
                 }
                 cache.lock().invalidate(key);
                 self.metrics.miss();
-                self.load(key, true).await
+                self.load(key, true).await.map(miss)
             }
             Access::Miss => {
                 self.metrics.miss();
-                self.load(key, true).await
+                self.load(key, true).await.map(miss)
             }
         }
     }

@@ -4,13 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
-use parking_lot::Mutex;
 use slipstream_cache::Cache;
 use slipstream_http::metrics::{Counter, Histogram, Registry, LATENCY_BUCKETS};
 
 use crate::entry::Entry;
-
-type SharedCache = Arc<Mutex<Cache<String, Arc<Entry>>>>;
+use crate::SharedCache;
 
 #[derive(Debug)]
 pub(crate) struct Metrics {

@@ -230,11 +230,13 @@ const READ_CHUNK: usize = 64 * 1024;
 fn segments_body(entry: &Arc<Entry>, segments: Vec<Segment>) -> (Body, u64, u64) {
     let memory: u64 = segments
         .iter()
-        .filter_map(|s| matches!(s, Segment::Memory(_, true)).then(|| s.len()))
+        .filter(|s| matches!(s, Segment::Memory(_, true)))
+        .map(Segment::len)
         .sum();
     let disk: u64 = segments
         .iter()
-        .filter_map(|s| matches!(s, Segment::File { .. }).then(|| s.len()))
+        .filter(|s| matches!(s, Segment::File { .. }))
+        .map(Segment::len)
         .sum();
     if let [Segment::Memory(bytes, _)] = segments.as_slice() {
         return (Body::full(bytes.clone()), memory, disk);

@@ -1,1 +1,8 @@
+//! Integration tests of the `slipstream` binary: each starts the real binary on loopback and
+//! talks to it over real sockets.
 
+mod cli;
+mod serve;
+mod status_page;
+mod support;
+mod tls;

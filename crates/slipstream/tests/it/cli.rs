@@ -1,0 +1,134 @@
+//! The command line: config errors, demo, workload generation and cachesim.
+
+use crate::support::{bin, get, site, start};
+
+fn fails_with(args: &[&str], needle: &str) {
+    let out = bin().args(args).output().expect("run");
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(needle),
+        "stderr of {args:?} lacks `{needle}`:\n{err}"
+    );
+}
+
+#[test]
+fn bad_configs_get_clear_errors() {
+    let dir = site();
+    let d = dir.path().to_str().expect("utf-8");
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "[serve]\nrevalidate_ms = \"soon\"\n").expect("write");
+    fails_with(
+        &["serve", d, "--config", cfg.to_str().expect("utf-8")],
+        "line 2",
+    );
+    std::fs::write(&cfg, "[serve]\ncache_size = 5\n").expect("write");
+    fails_with(
+        &["serve", d, "--config", cfg.to_str().expect("utf-8")],
+        "unknown field `cache_size`",
+    );
+    fails_with(&["serve", "/definitely/not/here"], "/definitely/not/here");
+    fails_with(
+        &["serve", d, "--policy", "mru"],
+        "unknown cache policy `mru`",
+    );
+    fails_with(&["serve", d, "--cache-size", "lots"], "not a size");
+    fails_with(&["serve"], "no directory to serve");
+}
+
+#[test]
+fn demo_starts_and_answers() {
+    let node = start(&["demo", "--listen", "127.0.0.1:0"], "site:");
+    let home = get(node.addr, "/");
+    assert_eq!(home.status, 200);
+    assert!(String::from_utf8_lossy(&home.body).contains("slipstream demo site"));
+    assert_eq!(get(node.addr, "/_slipstream/status").status, 200);
+    let large = get(node.addr, "/assets/large.bin");
+    assert_eq!(large.body.len(), 2 << 20);
+}
+
+#[test]
+fn workload_and_cachesim_reproduce_the_adaptive_advantage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("modified.tsv");
+    let json = dir.path().join("out.json");
+    let chart = dir.path().join("chart.svg");
+    let out = bin()
+        .args([
+            "workload",
+            "table1",
+            "--trace",
+            trace.to_str().expect("utf-8"),
+            "--requests",
+            "20000",
+            "--hot-share",
+            "0.1",
+        ])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = bin()
+        .args([
+            "cachesim",
+            trace.to_str().expect("utf-8"),
+            "--policy",
+            "total,small,adaptive",
+            "--size",
+            "32MiB",
+            "--json",
+            json.to_str().expect("utf-8"),
+            "--chart",
+            chart.to_str().expect("utf-8"),
+        ])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    for p in ["total", "small", "adaptive"] {
+        assert!(table.contains(p), "{table}");
+    }
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("valid json");
+    let bhr = |p: &str| {
+        rows.as_array()
+            .expect("array")
+            .iter()
+            .find(|r| r["policy"] == p)
+            .expect("row")["byte_hit_ratio"]
+            .as_f64()
+            .expect("number")
+    };
+    // 002 Fig. 11: with a 32 MB cache smaller than each of the three hot files, only the adaptive
+    // policy gets bytes from them.
+    assert!(
+        bhr("adaptive") > bhr("total") + 0.1,
+        "adaptive {} total {}",
+        bhr("adaptive"),
+        bhr("total")
+    );
+    assert!(
+        bhr("adaptive") > bhr("small") + 0.1,
+        "adaptive {} small {}",
+        bhr("adaptive"),
+        bhr("small")
+    );
+    assert!(std::fs::read_to_string(&chart)
+        .expect("svg")
+        .contains("<svg"));
+}
+
+#[test]
+fn cachesim_reports_malformed_traces_by_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("bad.tsv");
+    std::fs::write(&trace, "time_s\tkey\tsize_bytes\n0\t/a\t10\n1\t/b\tmany\n").expect("write");
+    fails_with(&["cachesim", trace.to_str().expect("utf-8")], "bad.tsv:3");
+}

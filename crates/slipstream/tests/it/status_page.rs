@@ -1,0 +1,72 @@
+//! The status page, loaded in real headless Chromium: the charts must be drawn.
+
+use std::process::Command;
+
+use crate::support::{get, serve, site};
+
+/// Debian's Chromium (installed by `.ci/run`).
+fn chromium() -> &'static str {
+    for candidate in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
+        if std::path::Path::new(candidate).exists() {
+            return candidate;
+        }
+    }
+    panic!("Chromium is not installed: run `apt-get install chromium` (.ci/run does)");
+}
+
+#[test]
+fn status_page_draws_its_charts_in_chromium() {
+    let dir = site();
+    let node = serve(dir.path(), &[]);
+    for _ in 0..20 {
+        get(node.addr, "/hello.txt");
+        get(node.addr, "/large.bin");
+    }
+    let profile = tempfile::tempdir().expect("profile dir");
+    let out = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1280,1000",
+            // Virtual time: the page's one-second polls run without the test waiting in real time.
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("http://{}/_slipstream/status", node.addr))
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        dom.contains("data-charts-drawn=\"4\""),
+        "not every chart was drawn:\n{dom}"
+    );
+    let canvases: Vec<&str> = dom.split("<canvas").skip(1).collect();
+    assert_eq!(canvases.len(), 4);
+    for c in canvases {
+        let attr = |name: &str| -> u64 {
+            c.split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        assert!(attr("data-ink") > 1000, "a chart has almost no ink: {c}");
+        assert!(attr("data-points") >= 1, "a chart plotted no data: {c}");
+    }
+    assert!(
+        dom.contains("<div id=\"error\"></div>"),
+        "the page reported a metrics error:\n{dom}"
+    );
+}

@@ -1,0 +1,128 @@
+//! HTTPS with ALPN: HTTP/2 and HTTP/1.1 over TLS.
+
+use std::sync::Arc;
+
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::ServerName;
+
+use crate::support::{serve, site};
+
+fn client(
+    cert_der: rustls::pki_types::CertificateDer<'static>,
+    alpn: &[&[u8]],
+) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert_der).expect("trust the test certificate");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+#[tokio::test]
+async fn tls_negotiates_h2_and_http11_by_alpn() {
+    let dir = site();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("certificate");
+    let cert_path = dir
+        .path()
+        .join("..")
+        .join(format!("cert-{}.pem", std::process::id()));
+    let key_path = dir
+        .path()
+        .join("..")
+        .join(format!("key-{}.pem", std::process::id()));
+    std::fs::write(&cert_path, cert.cert.pem()).expect("write cert");
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).expect("write key");
+    let node = serve(
+        dir.path(),
+        &[
+            "--tls-cert",
+            cert_path.to_str().expect("utf-8"),
+            "--tls-key",
+            key_path.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(
+        node.stdout.iter().any(|l| l.contains("https://")),
+        "{:?}",
+        node.stdout
+    );
+    let der = cert.cert.der().clone();
+    let name = ServerName::try_from("localhost").expect("name");
+
+    // HTTP/2 by ALPN.
+    let tcp = tokio::net::TcpStream::connect(node.addr)
+        .await
+        .expect("connect");
+    let tls = client(der.clone(), &[b"h2", b"http/1.1"])
+        .connect(name.clone(), tcp)
+        .await
+        .expect("TLS handshake");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("h2");
+    tokio::spawn(conn);
+    let req = http::Request::get("https://localhost/hello.txt")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .expect("request");
+    let resp = send.send_request(req).await.expect("response");
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    assert_eq!(
+        &resp.into_body().collect().await.expect("body").to_bytes()[..],
+        b"hello, world\n"
+    );
+
+    // HTTP/1.1 by ALPN.
+    let tcp = tokio::net::TcpStream::connect(node.addr)
+        .await
+        .expect("connect");
+    let tls = client(der, &[b"http/1.1"])
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("h1");
+    tokio::spawn(conn);
+    let req = http::Request::get("/index.html")
+        .header("host", "localhost")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .expect("request");
+    let resp = send.send_request(req).await.expect("response");
+    assert_eq!(resp.version(), http::Version::HTTP_11);
+    assert_eq!(
+        &resp.into_body().collect().await.expect("body").to_bytes()[..],
+        b"<h1>home</h1>\n"
+    );
+    let _ = std::fs::remove_file(cert_path);
+    let _ = std::fs::remove_file(key_path);
+}
+
+#[test]
+fn missing_key_file_is_a_clear_error() {
+    let dir = site();
+    let out = crate::support::bin()
+        .args([
+            "serve",
+            dir.path().to_str().expect("utf-8"),
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            "/nonexistent/cert.pem",
+            "--tls-key",
+            "/nonexistent/key.pem",
+        ])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/cert.pem"), "{err}");
+}

@@ -84,6 +84,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)] // a list holding one range is the point
     fn forms() {
         assert_eq!(parse("bytes=0-99", 1000), Ranges::Satisfiable(vec![0..100]));
         assert_eq!(

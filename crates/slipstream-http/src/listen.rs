@@ -33,8 +33,8 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Time a client has to send a complete request head (HTTP/1.1).
     pub header_read_timeout: Duration,
-    /// A connection whose pending read or write makes no progress for this long is closed: idle
-    /// keep-alive connections and clients that stop reading a response.
+    /// A connection whose pending read or write makes no progress for between one and two of
+    /// these is closed: idle keep-alive connections and clients that stop reading a response.
     pub idle_timeout: Duration,
     /// Connections served at once; further clients wait in the kernel's accept queue.
     pub max_connections: usize,
@@ -201,53 +201,64 @@ pub async fn serve<H: Handler>(
     }
 }
 
-/// A socket that fails with `TimedOut` when a read or a write stays pending longer than the
-/// timeout. The timer is allocated once per connection and re-armed, not re-created.
+/// A socket that fails with `TimedOut` when a read or a write stays pending without progress
+/// for between one and two timeouts.
+///
+/// The timer is lazy, because re-arming a timer on every pending read would cost a timer-wheel
+/// update per keep-alive request: progress only sets a flag, and when the timer fires it is
+/// re-armed if there was progress since it was last armed, or fails the I/O if there was none.
 struct IdleTimeout<T> {
     inner: T,
     timeout: Duration,
-    read_timer: Pin<Box<Sleep>>,
-    read_armed: bool,
-    write_timer: Pin<Box<Sleep>>,
-    write_armed: bool,
+    read: Idle,
+    write: Idle,
+}
+
+struct Idle {
+    timer: Pin<Box<Sleep>>,
+    progress: bool,
+}
+
+impl Idle {
+    fn new(timeout: Duration) -> Idle {
+        Idle {
+            timer: Box::pin(tokio::time::sleep(timeout)),
+            progress: false,
+        }
+    }
+
+    /// Polls an I/O operation's result against this direction's idle timer.
+    fn guard<R>(
+        &mut self,
+        poll: Poll<io::Result<R>>,
+        timeout: Duration,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<R>> {
+        if poll.is_ready() {
+            self.progress = true;
+            return poll;
+        }
+        while self.timer.as_mut().poll(cx).is_ready() {
+            if !std::mem::take(&mut self.progress) {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "connection idle too long",
+                )));
+            }
+            self.timer.as_mut().reset(Instant::now() + timeout);
+        }
+        Poll::Pending
+    }
 }
 
 impl<T> IdleTimeout<T> {
     fn new(inner: T, timeout: Duration) -> Self {
-        let far = Instant::now() + timeout;
         IdleTimeout {
             inner,
             timeout,
-            read_timer: Box::pin(tokio::time::sleep_until(far)),
-            read_armed: false,
-            write_timer: Box::pin(tokio::time::sleep_until(far)),
-            write_armed: false,
+            read: Idle::new(timeout),
+            write: Idle::new(timeout),
         }
-    }
-}
-
-/// Polls an I/O operation against its idle timer.
-fn guard<R>(
-    poll: Poll<io::Result<R>>,
-    timer: &mut Pin<Box<Sleep>>,
-    armed: &mut bool,
-    timeout: Duration,
-    cx: &mut Context<'_>,
-) -> Poll<io::Result<R>> {
-    if poll.is_ready() {
-        *armed = false;
-        return poll;
-    }
-    if !*armed {
-        timer.as_mut().reset(Instant::now() + timeout);
-        *armed = true;
-    }
-    match timer.as_mut().poll(cx) {
-        Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "connection idle too long",
-        ))),
-        Poll::Pending => Poll::Pending,
     }
 }
 
@@ -259,13 +270,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleTimeout<T> {
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
         let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
-        guard(
-            poll,
-            &mut this.read_timer,
-            &mut this.read_armed,
-            this.timeout,
-            cx,
-        )
+        this.read.guard(poll, this.timeout, cx)
     }
 }
 
@@ -277,13 +282,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<T> {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         let poll = Pin::new(&mut this.inner).poll_write(cx, buf);
-        guard(
-            poll,
-            &mut this.write_timer,
-            &mut this.write_armed,
-            this.timeout,
-            cx,
-        )
+        this.write.guard(poll, this.timeout, cx)
     }
 
     fn poll_write_vectored(
@@ -293,13 +292,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<T> {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         let poll = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        guard(
-            poll,
-            &mut this.write_timer,
-            &mut this.write_armed,
-            this.timeout,
-            cx,
-        )
+        this.write.guard(poll, this.timeout, cx)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -309,13 +302,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<T> {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         let poll = Pin::new(&mut this.inner).poll_flush(cx);
-        guard(
-            poll,
-            &mut this.write_timer,
-            &mut this.write_armed,
-            this.timeout,
-            cx,
-        )
+        this.write.guard(poll, this.timeout, cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -4,6 +4,7 @@
 //! outright (whether it came literally or encoded). The file found is then canonicalised and
 //! must still lie under the canonical root, which refuses symbolic links that point outside.
 
+use std::borrow::Cow;
 use std::fs::Metadata;
 use std::path::{Path, PathBuf};
 
@@ -20,10 +21,14 @@ pub enum Refusal {
     NotFound,
 }
 
-/// A request path, decoded and normalised: the cache key.
-pub fn normalise(raw: &str) -> Result<String, Refusal> {
+/// A request path, decoded and normalised: the cache key. A path that is already normal
+/// (the common case) is returned as it is, without allocating.
+pub fn normalise(raw: &str) -> Result<Cow<'_, str>, Refusal> {
     if !raw.starts_with('/') {
         return Err(Refusal::BadRequest);
+    }
+    if is_normal(raw) {
+        return Ok(Cow::Borrowed(raw));
     }
     let decoded = percent_decode_str(raw)
         .decode_utf8()
@@ -45,7 +50,15 @@ pub fn normalise(raw: &str) -> Result<String, Refusal> {
     if key.is_empty() || decoded.ends_with('/') {
         key.push('/');
     }
-    Ok(key)
+    Ok(Cow::Owned(key))
+}
+
+/// Whether `raw` needs no decoding or normalising: no escapes, no NUL, no empty, `.` or `..`
+/// segments (a trailing `/` is kept either way).
+fn is_normal(raw: &str) -> bool {
+    !raw.contains(['%', '\0'])
+        && !raw.contains("//")
+        && raw.split('/').all(|seg| seg != "." && seg != "..")
 }
 
 /// What a normalised key names on disk.
@@ -102,6 +115,13 @@ mod tests {
     #[test]
     fn normalisation() {
         assert_eq!(normalise("/"), Ok("/".into()));
+        assert!(matches!(
+            normalise("/a/b.txt"),
+            Ok(Cow::Borrowed("/a/b.txt"))
+        ));
+        assert!(matches!(normalise("/a/"), Ok(Cow::Borrowed("/a/"))));
+        assert_eq!(normalise("/a/."), Ok("/a".into()));
+        assert_eq!(normalise("/a/.hidden"), Ok("/a/.hidden".into()));
         assert_eq!(normalise("/a//b/./c"), Ok("/a/b/c".into()));
         assert_eq!(normalise("/dir/"), Ok("/dir/".into()));
         assert_eq!(

@@ -4,6 +4,7 @@
 mod bench_cmd;
 mod cachesim_cmd;
 mod demo;
+mod experiment_cmd;
 mod serve;
 mod units;
 mod workload_cmd;
@@ -30,6 +31,8 @@ enum Command {
     Cachesim(cachesim_cmd::Args),
     /// Generate workloads: paper 002's Table 1 file set, request traces, URL lists.
     Workload(workload_cmd::Args),
+    /// Reproduce a paper's figures (JSON, SVG charts, markdown tables).
+    Experiment(experiment_cmd::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -47,6 +50,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Cachesim(args) => cachesim_cmd::run(args),
         Command::Workload(args) => workload_cmd::run(args),
+        Command::Experiment(args) => experiment_cmd::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

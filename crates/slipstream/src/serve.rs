@@ -120,12 +120,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })
 }
 
-/// A tokio runtime with `workers` threads (0 = one per core).
+/// A tokio runtime with `workers` threads (0 = one per core). One worker gets the
+/// current-thread scheduler, which skips work-stealing bookkeeping that a single core cannot use.
 pub fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
-    let mut b = tokio::runtime::Builder::new_multi_thread();
-    if workers > 0 {
-        b.worker_threads(workers);
-    }
+    let mut b = match workers {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            if n > 0 {
+                b.worker_threads(n);
+            }
+            b
+        }
+    };
     b.enable_all().build().context("starting the async runtime")
 }
 

@@ -75,7 +75,7 @@ for f in 1k 16k 1m; do
   nm=$(median "${n[@]}"); sm=$(median "${s[@]}")
   ratio=$(python3 -c "print(round($sm/$nm, 2))")
   echo "| $f | $nm | $sm | **$ratio** | $(median "${nc[@]}") | $(median "${sc[@]}") | ${n[*]}; ${s[*]} |" >> "$OUT/nginx.md"
-  bars+=("nginx $f=$nm" "slipstream $f=$sm")
+  bars+=("$f=$ratio")
 done
 {
   echo
@@ -83,6 +83,6 @@ done
   echo "CPU µs/req: the server process's user + system CPU time during the run divided by the requests wrk completed."
   echo "nginx $(nginx -v 2>&1 | cut -d/ -f2); machine: $(machine)."
 } >> "$OUT/nginx.md"
-"$BIN" experiment bars --out "$OUT/nginx-vs-slipstream.svg" --title "Cached files over HTTP/1.1 keep-alive (wrk, $CONNS connections)" \
-  --y-label "requests/s" "${bars[@]}"
+"$BIN" experiment bars --out "$OUT/nginx-vs-slipstream.svg" --title "slipstream / nginx requests per second, cached files (wrk, $CONNS connections)" \
+  --y-label "ratio (1.0 = equal)" "${bars[@]}"
 cat "$OUT/nginx.md"

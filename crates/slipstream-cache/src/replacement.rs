@@ -4,6 +4,7 @@
 //! [`Cache`](crate::Cache) owns keys, values and byte accounting. One algorithm per file.
 
 mod lfu;
+mod list;
 mod lru;
 mod sieve;
 
@@ -53,4 +54,32 @@ fn ensure<T: Clone>(table: &mut Vec<T>, id: Id, fill: T) {
     if table.len() < needed {
         table.resize(needed, fill);
     }
+}
+
+/// Walks `candidates` in eviction order until their sizes add up to `need`. With `out`, appends
+/// them to it. Returns whether enough was found; on `false`, `out` is left as it was.
+fn take_until(
+    need: u64,
+    candidates: impl Iterator<Item = Id>,
+    size_of: &dyn Fn(Id) -> u64,
+    mut out: Option<&mut Vec<Id>>,
+) -> bool {
+    let start = out.as_ref().map_or(0, |o| o.len());
+    let mut freed = 0;
+    for id in candidates {
+        if freed >= need {
+            break;
+        }
+        freed += size_of(id);
+        if let Some(out) = out.as_mut() {
+            out.push(id);
+        }
+    }
+    if freed < need {
+        if let Some(out) = out {
+            out.truncate(start);
+        }
+        return false;
+    }
+    true
 }

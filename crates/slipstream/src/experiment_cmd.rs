@@ -177,9 +177,12 @@ fn paper002(args: Paper002) -> anyhow::Result<()> {
     let total_steps =
         SIZES_MIB.len() * ALL_POLICIES.len() + 2 * HOT_SHARES.len() * ALL_POLICIES.len();
     let mut step = 0;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut progress = |what: &str| {
         step += 1;
-        eprint!("\r[{step:>3}/{total_steps}] {what:<40}");
+        if tty {
+            eprint!("\r[{step:>3}/{total_steps}] {what:<40}");
+        }
     };
 
     // Figs. 7 and 9: byte hit ratio against cache size on the current workload.

@@ -6,15 +6,9 @@ use std::time::Duration;
 /// Parses a byte size. `K`, `M`, `G` are powers of 1024 (as are `KiB`, `MiB`, `GiB`); `kB`,
 /// `MB`, `GB` are powers of 1000.
 pub fn bytes(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (try 64MiB, 512K, 1000000)"))?;
-    let mult: f64 = match unit.trim() {
+    let (n, unit) =
+        split_number(s).ok_or_else(|| format!("`{s}` is not a size (try 64MiB, 512K, 1000000)"))?;
+    let mult: f64 = match unit {
         "" | "B" | "b" => 1.0,
         "K" | "k" | "KiB" | "Ki" => 1024.0,
         "M" | "m" | "MiB" | "Mi" => 1024.0 * 1024.0,
@@ -33,15 +27,9 @@ pub fn bytes(s: &str) -> Result<u64, String> {
 
 /// Parses a duration: a number with `ms`, `s`, `m` or `h` (a bare number is seconds).
 pub fn duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (try 10s, 250ms, 2m)"))?;
-    let secs = match unit.trim() {
+    let (n, unit) =
+        split_number(s).ok_or_else(|| format!("`{s}` is not a duration (try 10s, 250ms, 2m)"))?;
+    let secs = match unit {
         "" | "s" => n,
         "ms" => n / 1e3,
         "us" | "µs" => n / 1e6,
@@ -54,6 +42,16 @@ pub fn duration(s: &str) -> Result<Duration, String> {
         }
     };
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// Splits `12.5MiB` into `(12.5, "MiB")`.
+fn split_number(s: &str) -> Option<(f64, &str)> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    Some((num.parse().ok()?, unit.trim()))
 }
 
 /// Formats bytes for people.

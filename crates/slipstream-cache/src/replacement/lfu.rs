@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{ensure, Algorithm, Id};
+use super::{ensure, take_until, Algorithm, Id};
 
 /// Least frequently used. Entries are kept in frequency order (002 §4.2.3.3, the frequency
 /// list); among equal frequencies the one touched longest ago goes first.
@@ -56,12 +56,7 @@ impl Algorithm for Lfu {
 
     fn admits(&self, need: u64, freq: u64, size_of: &dyn Fn(Id) -> u64) -> bool {
         // 002 §4.2.4.2 step 2: the removable entries must free at least the space p needs.
-        let mut freed = 0;
-        need == 0
-            || self.removable(freq).any(|id| {
-                freed += size_of(id);
-                freed >= need
-            })
+        take_until(need, self.removable(freq), size_of, None)
     }
 
     fn victims(
@@ -71,20 +66,8 @@ impl Algorithm for Lfu {
         size_of: &dyn Fn(Id) -> u64,
         out: &mut Vec<Id>,
     ) -> bool {
-        let start = out.len();
-        let mut freed = 0;
-        for id in self.removable(freq) {
-            if freed >= need {
-                break;
-            }
-            freed += size_of(id);
-            out.push(id);
-        }
-        if freed < need {
-            out.truncate(start);
-            return false;
-        }
-        true
+        // Step 3: remove the least frequent of them until p fits.
+        take_until(need, self.removable(freq), size_of, Some(out))
     }
 }
 

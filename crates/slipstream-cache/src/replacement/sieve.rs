@@ -1,95 +1,58 @@
 //! SIEVE (Zhang, Yang, Yue, Vigfusson, Rashmi: "SIEVE is Simpler than LRU", NSDI 2024).
 
-use super::{ensure, Algorithm, Id};
-
-const NIL: Id = Id::MAX;
-
-#[derive(Debug, Clone, Copy)]
-struct Node {
-    /// Toward the newest entry.
-    newer: Id,
-    /// Toward the oldest entry.
-    older: Id,
-    visited: bool,
-    linked: bool,
-}
-
-const UNLINKED: Node = Node {
-    newer: NIL,
-    older: NIL,
-    visited: false,
-    linked: false,
-};
+use super::list::{List, NIL};
+use super::{ensure, take_until, Algorithm, Id};
 
 /// A FIFO queue with one "visited" bit per entry. A hit only sets the bit; the eviction hand
 /// walks from the oldest entry toward the newest, clearing set bits and evicting the first entry
 /// whose bit is clear, and stays where it stopped. Admits every newcomer that fits.
 #[derive(Debug)]
 pub struct Sieve {
-    nodes: Vec<Node>,
-    newest: Id,
-    oldest: Id,
+    queue: List,
+    visited: Vec<bool>,
     hand: Id,
-    total_linked: usize,
 }
 
 impl Default for Sieve {
     fn default() -> Self {
         Sieve {
-            nodes: Vec::new(),
-            newest: NIL,
-            oldest: NIL,
+            queue: List::default(),
+            visited: Vec::new(),
             hand: NIL,
-            total_linked: 0,
         }
     }
 }
 
 impl Sieve {
     fn unlink(&mut self, id: Id) {
-        let Some(node) = self.nodes.get(id as usize).copied().filter(|n| n.linked) else {
-            return;
-        };
         if self.hand == id {
-            self.hand = node.newer;
+            self.hand = self.queue.newer(id);
         }
-        match node.newer {
-            NIL => self.newest = node.older,
-            n => self.nodes[n as usize].older = node.older,
-        }
-        match node.older {
-            NIL => self.oldest = node.newer,
-            o => self.nodes[o as usize].newer = node.newer,
-        }
-        self.nodes[id as usize] = UNLINKED;
-        self.total_linked -= 1;
+        self.queue.unlink(id);
     }
 
     /// Moves the hand to the next entry to evict and unlinks it.
     fn evict_one(&mut self) -> Option<Id> {
         let mut cur = if self.hand == NIL {
-            self.oldest
+            self.queue.oldest()
         } else {
             self.hand
         };
-        // At most one full lap clears every bit, so the walk ends within 2n steps.
-        for _ in 0..=2 * self.total_linked {
+        // One lap clears every bit, so the walk ends within two laps.
+        for _ in 0..=2 * self.queue.len() {
             if cur == NIL {
-                cur = self.oldest;
+                cur = self.queue.oldest();
                 if cur == NIL {
                     return None;
                 }
             }
-            let node = &mut self.nodes[cur as usize];
-            if node.visited {
-                node.visited = false;
-                cur = node.newer;
+            if std::mem::take(&mut self.visited[cur as usize]) {
+                cur = self.queue.newer(cur);
             } else {
-                let victim = cur;
                 // The hand stays where it stopped: unlinking moves it on to the next newer entry.
-                self.hand = victim;
-                self.unlink(victim);
-                return Some(victim);
+                self.hand = cur;
+                self.unlink(cur);
+                return Some(cur);
             }
         }
         None
@@ -98,25 +61,15 @@ impl Sieve {
 
 impl Algorithm for Sieve {
     fn inserted(&mut self, id: Id, _freq: u64) {
-        ensure(&mut self.nodes, id, UNLINKED);
+        ensure(&mut self.visited, id, false);
         self.unlink(id);
-        self.nodes[id as usize] = Node {
-            newer: NIL,
-            older: self.newest,
-            visited: false,
-            linked: true,
-        };
-        match self.newest {
-            NIL => self.oldest = id,
-            n => self.nodes[n as usize].newer = id,
-        }
-        self.newest = id;
-        self.total_linked += 1;
+        self.visited[id as usize] = false;
+        self.queue.push_newest(id);
     }
 
     fn hit(&mut self, id: Id, _freq: u64) {
-        if let Some(node) = self.nodes.get_mut(id as usize) {
-            node.visited = true;
+        if self.queue.contains(id) {
+            self.visited[id as usize] = true;
         }
     }
 
@@ -125,13 +78,7 @@ impl Algorithm for Sieve {
     }
 
     fn admits(&self, need: u64, _freq: u64, size_of: &dyn Fn(Id) -> u64) -> bool {
-        let mut total = 0;
-        let mut cur = self.oldest;
-        while cur != NIL && total < need {
-            total += size_of(cur);
-            cur = self.nodes[cur as usize].newer;
-        }
-        total >= need
+        take_until(need, self.queue.iter(), size_of, None)
     }
 
     fn victims(

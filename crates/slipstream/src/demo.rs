@@ -109,10 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             warm.completed,
             warm.throughput_rps()
         );
-        tokio::signal::ctrl_c()
-            .await
-            .context("waiting for Ctrl-C")?;
-        Ok(())
+        crate::serve::shutdown_signal().await
     });
     if args.site_dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);

@@ -113,10 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             server.addr
         );
         println!("status: {scheme}://{}/_slipstream/status", server.addr);
-        tokio::signal::ctrl_c()
-            .await
-            .context("waiting for Ctrl-C")?;
-        Ok(())
+        shutdown_signal().await
     })
 }
 
@@ -168,4 +165,14 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
         std::future::pending(),
     ));
     Ok(running)
+}
+
+/// Completes on Ctrl-C (SIGINT) or SIGTERM, the signal service managers send.
+pub async fn shutdown_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C"),
+        _ = term.recv() => Ok(()),
+    }
 }

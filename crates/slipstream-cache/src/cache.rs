@@ -229,6 +229,23 @@ where
             .map(|s| s.freq)
     }
 
+    /// The cached value for `key`, without counting an access or changing any state.
+    pub fn peek<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        match self
+            .index
+            .get(key)
+            .and_then(|id| self.slot(*id))
+            .map(|s| &s.state)
+        {
+            Some(State::Cached { value, .. }) => Some(value),
+            _ => None,
+        }
+    }
+
     /// Records a request for `key` and says whether it is cached. An entry waiting in the free
     /// list is re-linked if the admission rule lets it back in (002 §4.1.5).
     pub fn access<Q>(&mut self, key: &Q) -> Access<V>

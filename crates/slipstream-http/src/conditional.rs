@@ -5,13 +5,23 @@ use std::time::SystemTime;
 use http::header::{IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE};
 use http::{HeaderMap, Method, StatusCode};
 
-/// The validators of one representation.
+/// The validators of one representation; either may be missing (a stored proxy response).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Validators {
-    /// Strong entity tag, with quotes, e.g. `"5f3a-1c2"`.
-    pub etag: String,
-    /// Modification time, truncated to whole seconds as HTTP dates are.
-    pub last_modified: SystemTime,
+    /// Entity tag, with quotes, e.g. `"5f3a-1c2"` (or `W/"..."`).
+    pub etag: Option<String>,
+    /// Modification time.
+    pub last_modified: Option<SystemTime>,
+}
+
+impl Validators {
+    /// The validators in a response's ETag and Last-Modified fields.
+    pub fn from_headers(headers: &HeaderMap) -> Validators {
+        Validators {
+            etag: header_str(headers, http::header::ETAG).map(|e| e.trim().to_owned()),
+            last_modified: header_date(headers, http::header::LAST_MODIFIED),
+        }
+    }
 }
 
 /// A strong ETag from a file's length and modification time (the same recipe as nginx).
@@ -49,17 +59,20 @@ pub fn evaluate(method: &Method, headers: &HeaderMap, v: &Validators) -> Outcome
     let safe = method == Method::GET || method == Method::HEAD;
     // Step 1: If-Match; step 2: If-Unmodified-Since only when If-Match is absent.
     if let Some(value) = header_str(headers, IF_MATCH) {
-        if !list_matches(value, &v.etag, false) {
+        if !list_matches(value, v.etag.as_deref(), false) {
             return Outcome::Failed;
         }
-    } else if let Some(since) = header_date(headers, IF_UNMODIFIED_SINCE) {
-        if truncate(v.last_modified) > since {
+    } else if let (Some(since), Some(modified)) =
+        (header_date(headers, IF_UNMODIFIED_SINCE), v.last_modified)
+    {
+        // §13.1.4: ignored when the representation has no modification date.
+        if truncate(modified) > since {
             return Outcome::Failed;
         }
     }
     // Step 3: If-None-Match (weak comparison); step 4: If-Modified-Since only when it is absent.
     if let Some(value) = header_str(headers, IF_NONE_MATCH) {
-        if list_matches(value, &v.etag, true) {
+        if list_matches(value, v.etag.as_deref(), true) {
             return if safe {
                 Outcome::NotModified
             } else {
@@ -67,8 +80,11 @@ pub fn evaluate(method: &Method, headers: &HeaderMap, v: &Validators) -> Outcome
             };
         }
     } else if safe {
-        if let Some(since) = header_date(headers, IF_MODIFIED_SINCE) {
-            if truncate(v.last_modified) <= since {
+        // §13.1.3: ignored when the representation has no modification date.
+        if let (Some(since), Some(modified)) =
+            (header_date(headers, IF_MODIFIED_SINCE), v.last_modified)
+        {
+            if truncate(modified) <= since {
                 return Outcome::NotModified;
             }
         }
@@ -84,9 +100,16 @@ pub fn if_range_allows(headers: &HeaderMap, v: &Validators) -> bool {
     };
     let value = value.trim();
     if value.starts_with('"') || value.starts_with("W/") {
-        return !value.starts_with("W/") && value == v.etag;
+        // A strong comparison: weak tags never match.
+        return !value.starts_with("W/")
+            && v.etag
+                .as_deref()
+                .is_some_and(|e| !e.starts_with("W/") && e == value);
     }
-    httpdate::parse_http_date(value).is_ok_and(|d| d == truncate(v.last_modified))
+    match (httpdate::parse_http_date(value), v.last_modified) {
+        (Ok(d), Some(modified)) => d == truncate(modified),
+        _ => false,
+    }
 }
 
 fn header_str(headers: &HeaderMap, name: http::header::HeaderName) -> Option<&str> {
@@ -105,16 +128,20 @@ fn truncate(t: SystemTime) -> SystemTime {
     SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs)
 }
 
-/// Whether a comma-separated list of entity tags (or `*`) matches `etag`.
-fn list_matches(list: &str, etag: &str, weak: bool) -> bool {
-    let ours = etag.trim_start_matches("W/");
+/// Whether a comma-separated list of entity tags (or `*`) matches `etag`. `*` matches any
+/// current representation, even one without a tag; a specific tag needs ours. The strong
+/// comparison (`weak == false`) never matches a weak tag (RFC 9110 §8.8.3.2).
+fn list_matches(list: &str, etag: Option<&str>, weak: bool) -> bool {
     list.split(',').map(str::trim).any(|tag| {
         if tag == "*" {
             return true;
         }
+        let Some(etag) = etag else { return false };
+        let ours = etag.trim_start_matches("W/");
         match tag.strip_prefix("W/") {
             Some(stripped) => weak && stripped == ours,
-            None => tag == etag || (weak && tag == ours),
+            None if weak => tag == ours,
+            None => tag == etag && !etag.starts_with("W/"),
         }
     })
 }
@@ -126,8 +153,8 @@ mod tests {
 
     fn v() -> Validators {
         Validators {
-            etag: "\"a-1\"".into(),
-            last_modified: SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000),
+            etag: Some("\"a-1\"".into()),
+            last_modified: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000)),
         }
     }
 
@@ -148,7 +175,7 @@ mod tests {
             ("if-none-match", "\"zzz\""),
             (
                 "if-modified-since",
-                &httpdate::fmt_http_date(v().last_modified),
+                &httpdate::fmt_http_date(v().last_modified.expect("set")),
             ),
         ]);
         assert_eq!(evaluate(&Method::GET, &h, &v()), Outcome::Proceed);
@@ -160,7 +187,7 @@ mod tests {
     fn modified_since_and_failed_preconditions() {
         let h = headers(&[(
             "if-modified-since",
-            &httpdate::fmt_http_date(v().last_modified),
+            &httpdate::fmt_http_date(v().last_modified.expect("set")),
         )]);
         assert_eq!(evaluate(&Method::GET, &h, &v()), Outcome::NotModified);
         let h = headers(&[("if-modified-since", "garbage")]);
@@ -175,6 +202,38 @@ mod tests {
     }
 
     #[test]
+    fn missing_validators() {
+        // §13.1.3 and §13.1.4: date conditions do not apply without a Last-Modified; `*`
+        // matches any current representation, with or without a tag.
+        let none = Validators {
+            etag: None,
+            last_modified: None,
+        };
+        let lm = httpdate::fmt_http_date(SystemTime::UNIX_EPOCH);
+        assert_eq!(
+            evaluate(&Method::GET, &headers(&[("if-modified-since", &lm)]), &none),
+            Outcome::Proceed
+        );
+        assert_eq!(
+            evaluate(
+                &Method::GET,
+                &headers(&[("if-unmodified-since", &lm)]),
+                &none
+            ),
+            Outcome::Proceed
+        );
+        assert_eq!(
+            evaluate(&Method::GET, &headers(&[("if-none-match", "*")]), &none),
+            Outcome::NotModified
+        );
+        assert_eq!(
+            evaluate(&Method::GET, &headers(&[("if-none-match", "\"x\"")]), &none),
+            Outcome::Proceed
+        );
+        assert!(!if_range_allows(&headers(&[("if-range", &lm)]), &none));
+    }
+
+    #[test]
     fn if_range() {
         assert!(if_range_allows(&headers(&[("if-range", "\"a-1\"")]), &v()));
         assert!(!if_range_allows(
@@ -183,7 +242,10 @@ mod tests {
         ));
         assert!(!if_range_allows(&headers(&[("if-range", "\"b\"")]), &v()));
         assert!(if_range_allows(
-            &headers(&[("if-range", &httpdate::fmt_http_date(v().last_modified))]),
+            &headers(&[(
+                "if-range",
+                &httpdate::fmt_http_date(v().last_modified.expect("set"))
+            )]),
             &v()
         ));
     }

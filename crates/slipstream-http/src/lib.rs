@@ -8,6 +8,7 @@ pub mod conditional;
 pub mod listen;
 pub mod metrics;
 pub mod range;
+pub mod rfc9111;
 pub mod status;
 
 pub use body::Body;

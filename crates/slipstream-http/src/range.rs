@@ -79,6 +79,22 @@ pub fn parse(header: &str, len: u64) -> Ranges {
     }
 }
 
+/// The header of one part of a multipart/byteranges body (RFC 9110 §14.6), starting with the
+/// delimiter line.
+pub fn part_header(boundary: &str, content_type: &str, r: &Range<u64>, total: u64) -> String {
+    format!("\r\n--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: bytes {}-{}/{total}\r\n\r\n", r.start, r.end - 1)
+}
+
+/// The closing delimiter of a multipart/byteranges body.
+pub fn closing(boundary: &str) -> String {
+    format!("\r\n--{boundary}--\r\n")
+}
+
+/// The Content-Range of a single-part 206.
+pub fn content_range(r: &Range<u64>, total: u64) -> String {
+    format!("bytes {}-{}/{total}", r.start, r.end - 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

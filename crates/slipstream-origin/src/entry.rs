@@ -35,16 +35,17 @@ pub struct Entry {
 impl Entry {
     /// Describes a file with `len` bytes modified at `modified`, holding `data` (a prefix).
     pub fn new(path: PathBuf, len: u64, modified: SystemTime, data: Bytes, now_ms: u64) -> Entry {
+        let etag = conditional::etag(len, modified);
         let validators = Validators {
-            etag: conditional::etag(len, modified),
-            last_modified: modified,
+            etag: Some(etag.clone()),
+            last_modified: Some(modified),
         };
         let content_type = content_type(&path);
         let mut head = HeaderMap::with_capacity(6);
         head.insert(CONTENT_TYPE, content_type.clone());
         head.insert(CONTENT_LENGTH, HeaderValue::from(len));
         head.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-        if let Ok(v) = HeaderValue::from_str(&validators.etag) {
+        if let Ok(v) = HeaderValue::from_str(&etag) {
             head.insert(ETAG, v);
         }
         if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(modified)) {

@@ -110,11 +110,7 @@ fn single(entry: &Arc<Entry>, r: Range<u64>, head_only: bool) -> Built {
         headers.insert(name.clone(), value.clone());
     }
     headers.insert(CONTENT_LENGTH, HeaderValue::from(r.end - r.start));
-    insert(
-        headers,
-        CONTENT_RANGE,
-        format!("bytes {}-{}/{}", r.start, r.end - 1, entry.len),
-    );
+    insert(headers, CONTENT_RANGE, range::content_range(&r, entry.len));
     if head_only {
         return Built {
             response,
@@ -133,24 +129,27 @@ fn single(entry: &Arc<Entry>, r: Range<u64>, head_only: bool) -> Built {
 
 /// RFC 9110 §14.6: multipart/byteranges.
 fn multiple(entry: &Arc<Entry>, ranges: &[Range<u64>], head_only: bool) -> Built {
-    let boundary = format!("slipstream-{}", entry.validators.etag.trim_matches('"'));
+    let boundary = format!(
+        "slipstream-{}",
+        entry
+            .validators
+            .etag
+            .as_deref()
+            .unwrap_or_default()
+            .trim_matches('"')
+    );
     let mut segments = Vec::new();
     for r in ranges {
-        let part_head = format!(
-            "\r\n--{boundary}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
-            entry
-                .content_type
-                .to_str()
-                .unwrap_or("application/octet-stream"),
-            r.start,
-            r.end - 1,
-            entry.len
-        );
+        let content_type = entry
+            .content_type
+            .to_str()
+            .unwrap_or("application/octet-stream");
+        let part_head = range::part_header(&boundary, content_type, r, entry.len);
         segments.push(Segment::Memory(Bytes::from(part_head), false));
         segments.extend(Segment::of(entry, r.clone()));
     }
     segments.push(Segment::Memory(
-        Bytes::from(format!("\r\n--{boundary}--\r\n")),
+        Bytes::from(range::closing(&boundary)),
         false,
     ));
     let total: u64 = segments.iter().map(Segment::len).sum();

@@ -5,6 +5,7 @@ mod bench_cmd;
 mod cachesim_cmd;
 mod demo;
 mod experiment_cmd;
+mod proxy_cmd;
 mod serve;
 mod units;
 mod workload_cmd;
@@ -25,6 +26,8 @@ enum Command {
     Demo(demo::Args),
     /// Serve a directory with the adaptive-level memory cache (paper 002).
     Serve(serve::Args),
+    /// A caching proxy: reverse (--origin) or forward, with parents for hierarchies.
+    Proxy(proxy_cmd::Args),
     /// Load-test an HTTP server: closed loop with N clients, or open loop at a rate.
     Bench(bench_cmd::Args),
     /// Replay a trace through cache policies without a network; print hit ratios.
@@ -47,6 +50,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Proxy(args) => proxy_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Cachesim(args) => cachesim_cmd::run(args),
         Command::Workload(args) => workload_cmd::run(args),

@@ -1,0 +1,233 @@
+//! `slipstream proxy` settings: the TOML `[proxy]` table (every field has a default) and the
+//! validated form the proxy runs with.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+use slipstream_cache::Policy;
+use slipstream_http::listen::Limits;
+
+/// The `[proxy]` table of a node's config.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Reverse proxy: the origin every request goes to, e.g. `http://127.0.0.1:8080`.
+    /// Without it the proxy is a forward proxy (absolute-form requests and CONNECT).
+    pub origin: Option<String>,
+    /// Accept forward-proxy requests (absolute-form, CONNECT) even with an origin set.
+    pub forward: bool,
+    /// Parent proxies, tried in order; a parent that fails is skipped for `parent_retry_ms`.
+    pub parents: Vec<String>,
+    /// How long a failed parent is skipped, in milliseconds.
+    pub parent_retry_ms: u64,
+    /// This node's name in Via and Cache-Status.
+    pub name: String,
+    /// The cache.
+    pub cache: CacheConfig,
+    /// Waiting requests per key while one fetch is in flight (request collapsing); requests
+    /// beyond the bound go upstream on their own.
+    pub max_collapsed_waiters: usize,
+    /// Connecting to an upstream, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// Waiting for an upstream's response head, and between body chunks, in milliseconds.
+    pub upstream_timeout_ms: u64,
+    /// Bearer token for PURGE and `/_slipstream/purge`; purging is refused without one.
+    pub purge_token: Option<String>,
+    /// Largest request head in bytes.
+    pub max_header_bytes: usize,
+    /// Worker threads; 0 means one per core.
+    pub workers: usize,
+}
+
+/// The `[proxy.cache]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CacheConfig {
+    /// Whether to cache at all.
+    pub enabled: bool,
+    /// Bytes of responses (headers and bodies) the cache may hold.
+    pub capacity_bytes: u64,
+    /// Replacement policy (as for `serve`).
+    pub policy: String,
+    /// Objects larger than this are not stored (the hierarchy's per-level size rule, paper
+    /// 003: a child keeps objects up to S).
+    pub max_object_bytes: u64,
+    /// Objects smaller than this are not stored (a parent keeps objects above S).
+    pub min_object_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3128)),
+            origin: None,
+            forward: false,
+            parents: Vec::new(),
+            parent_retry_ms: 5_000,
+            name: "slipstream".into(),
+            cache: CacheConfig::default(),
+            max_collapsed_waiters: 1024,
+            connect_timeout_ms: 3_000,
+            upstream_timeout_ms: 30_000,
+            purge_token: None,
+            max_header_bytes: 16 * 1024,
+            workers: 0,
+        }
+    }
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            enabled: true,
+            capacity_bytes: 256 << 20,
+            policy: "lru".into(),
+            max_object_bytes: 16 << 20,
+            min_object_bytes: 0,
+        }
+    }
+}
+
+/// A config that cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A URL that is not `http://host[:port]`.
+    #[error("{field}: `{value}` is not an http:// URL with a host ({reason})")]
+    BadUrl {
+        /// The field.
+        field: &'static str,
+        /// What was given.
+        value: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// Unknown policy name.
+    #[error(transparent)]
+    Policy(#[from] slipstream_cache::ParsePolicyError),
+    /// A value out of range.
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Validated settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Reverse-proxy origin (scheme and authority).
+    pub origin: Option<http::uri::Authority>,
+    /// Whether absolute-form and CONNECT requests are served.
+    pub forward: bool,
+    /// Parent proxies in order of preference.
+    pub parents: Vec<http::uri::Authority>,
+    /// How long a failed parent is skipped.
+    pub parent_retry: Duration,
+    /// Name in Via and Cache-Status.
+    pub name: String,
+    /// Cache engine settings, if caching.
+    pub cache: Option<slipstream_cache::Config>,
+    /// Size rules for storing.
+    pub min_object_bytes: u64,
+    /// Size rules for storing.
+    pub max_object_bytes: u64,
+    /// Bound on collapsed waiters per key.
+    pub max_collapsed_waiters: usize,
+    /// Upstream connect timeout.
+    pub connect_timeout: Duration,
+    /// Upstream response and body-chunk timeout.
+    pub upstream_timeout: Duration,
+    /// Purge token.
+    pub purge_token: Option<String>,
+    /// Connection limits for clients.
+    pub limits: Limits,
+    /// Worker threads.
+    pub workers: usize,
+}
+
+fn authority(field: &'static str, value: &str) -> Result<http::uri::Authority, ConfigError> {
+    let bad = |reason: &str| ConfigError::BadUrl {
+        field,
+        value: value.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let uri: http::Uri = value
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(bad("only http:// upstreams are supported"));
+    }
+    if uri.path() != "/" && !uri.path().is_empty() {
+        return Err(bad("give the origin without a path"));
+    }
+    uri.authority().cloned().ok_or_else(|| bad("no host"))
+}
+
+impl Config {
+    /// Checks the config.
+    pub fn validate(&self) -> Result<Settings, ConfigError> {
+        let origin = self
+            .origin
+            .as_deref()
+            .map(|o| authority("origin", o))
+            .transpose()?;
+        let parents = self
+            .parents
+            .iter()
+            .map(|p| authority("parents", p))
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(ConfigError::Invalid {
+                field: "name",
+                reason: "use letters, digits, '-', '_' or '.'".into(),
+            });
+        }
+        let cache = if self.cache.enabled {
+            let policy: Policy = self.cache.policy.parse()?;
+            let mut c = slipstream_cache::Config::new(self.cache.capacity_bytes, policy);
+            // A proxy stores whole responses: the level rule is applied by the size bounds.
+            c.max_file_size = Some(self.cache.capacity_bytes);
+            Some(c)
+        } else {
+            None
+        };
+        if self.cache.min_object_bytes > self.cache.max_object_bytes {
+            return Err(ConfigError::Invalid {
+                field: "cache.min_object_bytes",
+                reason: "larger than cache.max_object_bytes".into(),
+            });
+        }
+        Ok(Settings {
+            listen: self.listen,
+            forward: self.forward || origin.is_none(),
+            origin,
+            parents,
+            parent_retry: Duration::from_millis(self.parent_retry_ms),
+            name: self.name.clone(),
+            cache,
+            min_object_bytes: self.cache.min_object_bytes,
+            max_object_bytes: self.cache.max_object_bytes,
+            max_collapsed_waiters: self.max_collapsed_waiters,
+            connect_timeout: Duration::from_millis(self.connect_timeout_ms.max(1)),
+            upstream_timeout: Duration::from_millis(self.upstream_timeout_ms.max(1)),
+            purge_token: self.purge_token.clone().filter(|t| !t.is_empty()),
+            limits: Limits {
+                max_header_bytes: self.max_header_bytes,
+                ..Limits::default()
+            },
+            workers: self.workers,
+        })
+    }
+}

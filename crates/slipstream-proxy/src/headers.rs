@@ -1,0 +1,174 @@
+//! Header rules every proxy applies: hop-by-hop fields (RFC 9110 §7.6.1), Via and loop
+//! detection (§7.6.3), and the Cache-Status field (RFC 9211).
+
+use http::header::{HeaderName, HeaderValue, CONNECTION, VIA};
+use http::HeaderMap;
+
+/// Fields that describe one connection, never forwarded (RFC 9110 §7.6.1), plus the legacy
+/// Keep-Alive and Proxy-Connection.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authorization",
+];
+
+/// Removes hop-by-hop fields, including those the Connection field names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// Whether a message already passed through this node (RFC 9110 §7.6.3: Via lets a proxy
+/// detect forwarding loops).
+pub fn looped(headers: &HeaderMap, name: &str) -> bool {
+    headers
+        .get_all(VIA)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|hop| {
+            hop.split_whitespace()
+                .nth(1)
+                .is_some_and(|pseudonym| pseudonym == name)
+        })
+}
+
+/// Appends `1.1 NAME` to Via.
+pub fn add_via(headers: &mut HeaderMap, name: &str) {
+    if let Ok(v) = HeaderValue::from_str(&format!("1.1 {name}")) {
+        headers.append(VIA, v);
+    }
+}
+
+/// Cache-Status (RFC 9211 §2) name.
+pub const CACHE_STATUS: &str = "cache-status";
+
+/// How this node handled a request, as one Cache-Status member.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    /// Served from storage without going upstream.
+    pub hit: bool,
+    /// Why it went upstream: `uri-miss`, `vary-miss`, `stale`, `request`, `bypass`.
+    pub fwd: Option<&'static str>,
+    /// The upstream status when it went upstream.
+    pub fwd_status: Option<u16>,
+    /// The response was stored.
+    pub stored: bool,
+    /// The request waited for another request's fetch (collapsed).
+    pub collapsed: bool,
+    /// Remaining freshness in seconds, when known.
+    pub ttl: Option<i64>,
+    /// Extra detail (e.g. `stale-while-revalidate`, `stale-if-error`).
+    pub detail: Option<&'static str>,
+}
+
+impl Status {
+    /// Appends this node's member to the response's Cache-Status, after those of upstream caches
+    /// (RFC 9211 §2: the member closest to the client comes last), and sets X-Cache.
+    pub fn apply(&self, headers: &mut HeaderMap, name: &str) {
+        let mut member = name.to_owned();
+        if self.hit {
+            member.push_str("; hit");
+        }
+        if let Some(fwd) = self.fwd {
+            member.push_str("; fwd=");
+            member.push_str(fwd);
+        }
+        if let Some(s) = self.fwd_status {
+            member.push_str(&format!("; fwd-status={s}"));
+        }
+        if self.stored {
+            member.push_str("; stored");
+        }
+        if self.collapsed {
+            member.push_str("; collapsed");
+        }
+        if let Some(ttl) = self.ttl {
+            member.push_str(&format!("; ttl={ttl}"));
+        }
+        if let Some(detail) = self.detail {
+            member.push_str(&format!("; detail={detail}"));
+        }
+        let combined = match headers.get(CACHE_STATUS).and_then(|v| v.to_str().ok()) {
+            Some(upstream) if !upstream.is_empty() => format!("{upstream}, {member}"),
+            _ => member,
+        };
+        if let Ok(v) = HeaderValue::from_str(&combined) {
+            headers.insert(CACHE_STATUS, v);
+        }
+        let x_cache = format!("{} from {name}", if self.hit { "HIT" } else { "MISS" });
+        if let Ok(v) = HeaderValue::from_str(&x_cache) {
+            headers.append("x-cache", v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_fields_and_those_connection_names_are_removed() {
+        // RFC 9110 §7.6.1.
+        let mut h = HeaderMap::new();
+        h.insert("connection", HeaderValue::from_static("close, x-private"));
+        h.insert("x-private", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        h.insert("x-end-to-end", HeaderValue::from_static("1"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key("x-end-to-end"));
+    }
+
+    #[test]
+    fn via_detects_loops() {
+        // RFC 9110 §7.6.3.
+        let mut h = HeaderMap::new();
+        add_via(&mut h, "child");
+        assert!(looped(&h, "child"));
+        assert!(!looped(&h, "parent"));
+        h.insert(
+            "via",
+            HeaderValue::from_static("1.0 fred, 1.1 parent (slipstream)"),
+        );
+        assert!(looped(&h, "parent"));
+    }
+
+    #[test]
+    fn cache_status_appends_after_upstream_members() {
+        // RFC 9211 §2.
+        let mut h = HeaderMap::new();
+        h.insert(
+            CACHE_STATUS,
+            HeaderValue::from_static("parent; hit; ttl=30"),
+        );
+        Status {
+            fwd: Some("uri-miss"),
+            fwd_status: Some(200),
+            stored: true,
+            ..Default::default()
+        }
+        .apply(&mut h, "child");
+        assert_eq!(
+            h.get(CACHE_STATUS).and_then(|v| v.to_str().ok()),
+            Some("parent; hit; ttl=30, child; fwd=uri-miss; fwd-status=200; stored")
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! The proxy's metrics, in the names the status page reads, plus upstream and parent health.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use http::StatusCode;
+use slipstream_http::metrics::{Counter, Histogram, Registry, LATENCY_BUCKETS};
+
+use crate::upstream::UpstreamError;
+use crate::Inner;
+
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    pub(crate) registry: Registry,
+    by_class: [Arc<Counter>; 5],
+    hits: Arc<Counter>,
+    misses: Arc<Counter>,
+    revalidated: Arc<Counter>,
+    collapsed: Arc<Counter>,
+    memory_bytes: Arc<Counter>,
+    upstream_bytes: Arc<Counter>,
+    connect_errors: Arc<Counter>,
+    timeouts: Arc<Counter>,
+    protocol_errors: Arc<Counter>,
+    latency: Arc<Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let r = Registry::default();
+        let req = |class: &str| {
+            r.counter(
+                "slipstream_requests_total",
+                "Responses sent, by status class.",
+                &[("status", class)],
+            )
+        };
+        let by_class = [req("1xx"), req("2xx"), req("3xx"), req("4xx"), req("5xx")];
+        let outcome = |o: &str| {
+            r.counter(
+                "slipstream_cache_requests_total",
+                "Requests by cache outcome.",
+                &[("outcome", o)],
+            )
+        };
+        let (hits, misses, revalidated, collapsed) = (
+            outcome("complete_hit"),
+            outcome("miss"),
+            outcome("revalidated"),
+            outcome("collapsed"),
+        );
+        let bytes = |s: &str| {
+            r.counter(
+                "slipstream_response_bytes_total",
+                "Body bytes sent, by where they came from.",
+                &[("source", s)],
+            )
+        };
+        let (memory_bytes, upstream_bytes) = (bytes("memory"), bytes("upstream"));
+        let (m, u) = (memory_bytes.clone(), upstream_bytes.clone());
+        r.gauge(
+            "slipstream_byte_hit_ratio",
+            "Bytes sent from the cache / bytes sent.",
+            &[],
+            move || {
+                let (m, u) = (m.get() as f64, u.get() as f64);
+                if m + u > 0.0 {
+                    m / (m + u)
+                } else {
+                    0.0
+                }
+            },
+        );
+        let err = |kind: &str| {
+            r.counter(
+                "slipstream_upstream_errors_total",
+                "Failed upstream exchanges, by kind.",
+                &[("kind", kind)],
+            )
+        };
+        let (connect_errors, timeouts, protocol_errors) =
+            (err("connect"), err("timeout"), err("protocol"));
+        let latency = r.histogram(
+            "slipstream_response_seconds",
+            "Time from request to response head.",
+            LATENCY_BUCKETS,
+        );
+        Metrics {
+            registry: r,
+            by_class,
+            hits,
+            misses,
+            revalidated,
+            collapsed,
+            memory_bytes,
+            upstream_bytes,
+            connect_errors,
+            timeouts,
+            protocol_errors,
+            latency,
+        }
+    }
+}
+
+impl Metrics {
+    /// Gauges that read the proxy's state at scrape time.
+    pub(crate) fn register(&self, inner: &Arc<Inner>) {
+        let weak: Weak<Inner> = Arc::downgrade(inner);
+        let w = weak.clone();
+        self.registry.gauge(
+            "slipstream_cache_used_bytes",
+            "Bytes held by stored responses.",
+            &[],
+            move || {
+                w.upgrade()
+                    .and_then(|i| i.store.as_ref().map(|s| s.usage().0 as f64))
+                    .unwrap_or(0.0)
+            },
+        );
+        let w = weak.clone();
+        self.registry.gauge(
+            "slipstream_cache_capacity_bytes",
+            "Cache capacity.",
+            &[],
+            move || {
+                w.upgrade()
+                    .and_then(|i| i.store.as_ref().map(|s| s.usage().1 as f64))
+                    .unwrap_or(0.0)
+            },
+        );
+        let w = weak.clone();
+        self.registry.gauge(
+            "slipstream_collapsed_in_flight",
+            "Upstream fetches other requests are waiting for.",
+            &[],
+            move || w.upgrade().map_or(0.0, |i| i.collapser.in_flight() as f64),
+        );
+        for (i, (name, _)) in inner.upstreams.parent_states().into_iter().enumerate() {
+            let w = weak.clone();
+            self.registry.gauge(
+                "slipstream_parent_up",
+                "1 when the parent proxy is in use, 0 while skipped after a failure.",
+                &[("parent", &name)],
+                move || {
+                    w.upgrade()
+                        .and_then(|inner| {
+                            inner
+                                .upstreams
+                                .parent_states()
+                                .get(i)
+                                .map(|(_, up)| f64::from(u8::from(*up)))
+                        })
+                        .unwrap_or(0.0)
+                },
+            );
+        }
+    }
+
+    pub(crate) fn hit(&self, bytes: usize) {
+        self.hits.inc();
+        self.memory_bytes.add(bytes as u64);
+    }
+
+    pub(crate) fn miss(&self, bytes: usize) {
+        self.misses.inc();
+        self.upstream_bytes.add(bytes as u64);
+    }
+
+    pub(crate) fn revalidated(&self) {
+        self.revalidated.inc();
+    }
+
+    pub(crate) fn collapsed(&self) {
+        self.collapsed.inc();
+    }
+
+    pub(crate) fn upstream_error(&self, e: &UpstreamError) {
+        match e {
+            UpstreamError::Connect { .. } => self.connect_errors.inc(),
+            UpstreamError::Timeout { .. } => self.timeouts.inc(),
+            UpstreamError::Protocol { .. } => self.protocol_errors.inc(),
+        }
+    }
+
+    pub(crate) fn response(&self, status: StatusCode, elapsed: Duration) {
+        let class = (status.as_u16() / 100).clamp(1, 5) as usize - 1;
+        self.by_class[class].inc();
+        self.latency.observe(elapsed);
+    }
+}

@@ -1,0 +1,94 @@
+//! Broken upstreams: the proxy answers 502/504 clearly, keeps serving others, stores nothing.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::{get, proxy, reverse, Origin, Reply};
+
+/// A raw upstream that answers every connection with `bytes` (then closes), or resets.
+async fn raw_upstream(bytes: &'static [u8]) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(bytes).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn malformed_upstream_response_is_a_502_and_nothing_is_stored() {
+    let up = raw_upstream(b"HTTP/1.1 2OO NOT A STATUS\r\n\r\n").await;
+    let p = proxy(reverse("edge", up)).await;
+    let got = get(p, "/m", &[]).await;
+    assert_eq!(got.status, 502);
+    assert!(
+        String::from_utf8_lossy(&got.body).contains("invalid response"),
+        "{:?}",
+        got.body
+    );
+    assert_eq!(
+        get(p, "/m", &[]).await.status,
+        502,
+        "nothing broken was stored"
+    );
+}
+
+#[tokio::test]
+async fn oversized_upstream_headers_are_a_502() {
+    let mut head = b"HTTP/1.1 200 OK\r\nX-Big: ".to_vec();
+    head.extend(std::iter::repeat_n(b'a', 512 * 1024));
+    head.extend_from_slice(b"\r\ncontent-length: 0\r\n\r\n");
+    let up = raw_upstream(Box::leak(head.into_boxed_slice())).await;
+    let p = proxy(reverse("edge", up)).await;
+    assert_eq!(get(p, "/big", &[]).await.status, 502);
+}
+
+#[tokio::test]
+async fn truncated_upstream_body_is_a_502_and_not_stored() {
+    let up = raw_upstream(b"HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\ncontent-length: 100\r\n\r\nonly a few bytes").await;
+    let p = proxy(reverse("edge", up)).await;
+    assert_eq!(get(p, "/t", &[]).await.status, 502);
+    assert_eq!(get(p, "/t", &[]).await.status, 502);
+}
+
+#[tokio::test]
+async fn connection_refused_is_a_502_and_a_slow_upstream_a_504() {
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let p = proxy(reverse("edge", dead)).await;
+    let got = get(p, "/x", &[]).await;
+    assert_eq!(got.status, 502);
+    assert!(String::from_utf8_lossy(&got.body).contains("cannot connect"));
+
+    let origin = Origin::default();
+    origin.set(
+        "/slow",
+        Reply::ok("late", &[]).delay(Duration::from_secs(5)),
+    );
+    origin.set("/fast", Reply::ok("ok", &[]));
+    let mut config = reverse("edge", origin.start().await);
+    config.upstream_timeout_ms = 200;
+    let p = proxy(config).await;
+    assert_eq!(get(p, "/slow", &[]).await.status, 504);
+    assert_eq!(
+        get(p, "/fast", &[]).await.body,
+        "ok",
+        "other requests are still served"
+    );
+}

@@ -1,0 +1,245 @@
+//! A scriptable origin, a proxy under test, and a small HTTP/1.1 client.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use parking_lot::Mutex;
+use slipstream_proxy::{Config, Proxy};
+use tokio::sync::Notify;
+
+/// What the origin answers for a path.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    /// Delay before answering (a slow origin, for collapsing and timeouts).
+    pub delay: Duration,
+}
+
+impl Reply {
+    pub fn ok(body: &str, headers: &[(&str, &str)]) -> Reply {
+        Reply {
+            status: 200,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: Bytes::from(body.to_owned()),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn status(mut self, status: u16) -> Reply {
+        self.status = status;
+        self
+    }
+
+    pub fn delay(mut self, d: Duration) -> Reply {
+        self.delay = d;
+        self
+    }
+}
+
+/// A request as the origin saw it.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    #[allow(dead_code)] // kept for debugging failed tests
+    pub method: String,
+    pub path: String,
+    pub headers: HeaderMap,
+}
+
+/// An origin whose answers the test sets, and that records what it was asked.
+#[derive(Clone, Default)]
+pub struct Origin {
+    routes: Arc<Mutex<HashMap<String, Reply>>>,
+    /// For If-None-Match revalidation: path → ETag that earns a 304.
+    etags: Arc<Mutex<HashMap<String, String>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    pub arrived: Arc<Notify>,
+}
+
+impl Origin {
+    pub fn set(&self, path: &str, reply: Reply) {
+        self.routes.lock().insert(path.to_owned(), reply);
+    }
+
+    /// Answer 304 to a request for `path` carrying If-None-Match: `etag`.
+    pub fn validates(&self, path: &str, etag: &str) {
+        self.etags.lock().insert(path.to_owned(), etag.to_owned());
+    }
+
+    pub fn hits(&self, path: &str) -> usize {
+        self.seen.lock().iter().filter(|s| s.path == path).count()
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().clone()
+    }
+
+    async fn answer(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let path = req
+            .uri()
+            .path_and_query()
+            .map_or("/".to_owned(), |p| p.to_string());
+        let seen = Seen {
+            method: req.method().to_string(),
+            path: path.clone(),
+            headers: req.headers().clone(),
+        };
+        self.seen.lock().push(seen);
+        self.arrived.notify_waiters();
+        let reply = self.routes.lock().get(&path).cloned();
+        let Some(reply) = reply else {
+            let mut r = Response::new(Full::new(Bytes::from_static(b"no route\n")));
+            *r.status_mut() = StatusCode::NOT_FOUND;
+            return r;
+        };
+        if !reply.delay.is_zero() {
+            tokio::time::sleep(reply.delay).await;
+        }
+        let etag = self.etags.lock().get(&path).cloned();
+        let inm = req
+            .headers()
+            .get("if-none-match")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let not_modified = matches!((etag, inm), (Some(e), Some(i)) if i.contains(&e));
+        let mut r = Response::new(Full::new(if not_modified {
+            Bytes::new()
+        } else {
+            reply.body.clone()
+        }));
+        *r.status_mut() = if not_modified {
+            StatusCode::NOT_MODIFIED
+        } else {
+            StatusCode::from_u16(reply.status).expect("status")
+        };
+        for (k, v) in &reply.headers {
+            r.headers_mut().append(
+                http::HeaderName::from_bytes(k.as_bytes()).expect("name"),
+                v.parse().expect("value"),
+            );
+        }
+        r
+    }
+
+    /// Serves on an ephemeral loopback port until the test ends.
+    pub async fn start(&self) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let origin = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let origin = origin.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let origin = origin.clone();
+                        async move { Ok::<_, Infallible>(origin.answer(req).await) }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        addr
+    }
+}
+
+/// Starts a proxy with `config` (listen address is set to an ephemeral port).
+pub async fn proxy(mut config: Config) -> SocketAddr {
+    config.listen = "127.0.0.1:0".parse().expect("addr");
+    let settings = config.validate().expect("valid config");
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let limits = settings.limits;
+    let proxy = Arc::new(Proxy::new(settings));
+    tokio::spawn(slipstream_http::listen::serve(
+        listener,
+        None,
+        limits,
+        proxy,
+        std::future::pending(),
+    ));
+    addr
+}
+
+/// A reverse proxy named `name` for `origin`.
+pub fn reverse(name: &str, origin: SocketAddr) -> Config {
+    Config {
+        origin: Some(format!("http://{origin}")),
+        name: name.into(),
+        purge_token: Some("secret".into()),
+        ..Config::default()
+    }
+}
+
+/// A response as the client saw it.
+#[derive(Debug)]
+pub struct Got {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Got {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn cache_status(&self) -> &str {
+        self.header("cache-status").unwrap_or("")
+    }
+}
+
+/// Sends one request on a fresh connection. `target` is a path (origin-form) or an absolute URL.
+pub async fn send(proxy: SocketAddr, method: &str, target: &str, headers: &[(&str, &str)]) -> Got {
+    let stream = tokio::net::TcpStream::connect(proxy)
+        .await
+        .expect("connect to proxy");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let mut req = Request::builder()
+        .method(method)
+        .uri(target)
+        .header("host", proxy.to_string());
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(Bytes::new())).expect("request");
+    let resp = tokio::time::timeout(Duration::from_secs(20), sender.send_request(req))
+        .await
+        .expect("proxy answered in time")
+        .expect("response");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    Got {
+        status,
+        headers,
+        body,
+    }
+}
+
+pub async fn get(proxy: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Got {
+    send(proxy, "GET", path, headers).await
+}

@@ -36,6 +36,9 @@ pub struct Config {
     pub max_connections: usize,
     /// Worker threads; 0 means one per core.
     pub workers: usize,
+    /// A Cache-Control value sent with every file, e.g. `max-age=60` (none by default, which
+    /// leaves caches to their heuristics).
+    pub cache_control: Option<String>,
 }
 
 /// The memory cache section.
@@ -69,6 +72,7 @@ impl Default for Config {
             idle_timeout_ms: 60_000,
             max_connections: 10_000,
             workers: 0,
+            cache_control: None,
         }
     }
 }
@@ -132,6 +136,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Worker threads (0 = one per core).
     pub workers: usize,
+    /// Cache-Control sent with every file.
+    pub cache_control: Option<http::HeaderValue>,
 }
 
 impl Config {
@@ -166,6 +172,15 @@ impl Config {
             (None, None) => None,
             _ => return Err(ConfigError::HalfTls),
         };
+        let cache_control = match &self.cache_control {
+            Some(v) => Some(
+                http::HeaderValue::from_str(v).map_err(|_| ConfigError::Invalid {
+                    field: "cache_control",
+                    reason: format!("`{v}` is not a valid header value"),
+                })?,
+            ),
+            None => None,
+        };
         if self.max_header_bytes < 1024 {
             return Err(ConfigError::Invalid {
                 field: "max_header_bytes",
@@ -192,6 +207,7 @@ impl Config {
                 ..Limits::default()
             },
             workers: self.workers,
+            cache_control,
         })
     }
 }

@@ -34,7 +34,15 @@ pub struct Entry {
 
 impl Entry {
     /// Describes a file with `len` bytes modified at `modified`, holding `data` (a prefix).
-    pub fn new(path: PathBuf, len: u64, modified: SystemTime, data: Bytes, now_ms: u64) -> Entry {
+    /// `cache_control`, when given, is sent with the file.
+    pub fn new(
+        path: PathBuf,
+        len: u64,
+        modified: SystemTime,
+        data: Bytes,
+        now_ms: u64,
+        cache_control: Option<&HeaderValue>,
+    ) -> Entry {
         let etag = conditional::etag(len, modified);
         let validators = Validators {
             etag: Some(etag.clone()),
@@ -45,6 +53,9 @@ impl Entry {
         head.insert(CONTENT_TYPE, content_type.clone());
         head.insert(CONTENT_LENGTH, HeaderValue::from(len));
         head.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        if let Some(cc) = cache_control {
+            head.insert(http::header::CACHE_CONTROL, cc.clone());
+        }
         if let Ok(v) = HeaderValue::from_str(&etag) {
             head.insert(ETAG, v);
         }

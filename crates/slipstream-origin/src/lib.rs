@@ -178,7 +178,17 @@ impl Origin {
         let modified = meta.modified().map_err(Lookup::Io)?;
         let len = meta.len();
         let now = self.now_ms();
-        let describe = |data: Bytes| Arc::new(Entry::new(path.clone(), len, modified, data, now));
+        let cache_control = self.settings.cache_control.as_ref();
+        let describe = |data: Bytes| {
+            Arc::new(Entry::new(
+                path.clone(),
+                len,
+                modified,
+                data,
+                now,
+                cache_control,
+            ))
+        };
         let uncached = describe(Bytes::new());
         let Some(cache) = self.cache.as_ref().filter(|_| cache_it) else {
             return Ok(uncached);

@@ -9,6 +9,7 @@ use http::header::{
     RANGE,
 };
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
+use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use slipstream_http::{rfc9111, Body};
@@ -52,12 +53,17 @@ pub(crate) async fn handle(inner: &Arc<Inner>, req: Request<Incoming>) -> Respon
     };
     let (mut parts, body) = req.into_parts();
     parts.uri = target;
+    // A body known to be empty, or on GET/HEAD (where content has no meaning, RFC 9110 §9.3.1),
+    // is not forwarded, so the request stays repeatable for fail-over between parents.
+    let body =
+        (!(body.is_end_stream() || parts.method == Method::GET || parts.method == Method::HEAD))
+            .then_some(body);
     let cacheable =
         inner.store.is_some() && (parts.method == Method::GET || parts.method == Method::HEAD);
     let mut response = if cacheable {
         cached(inner, parts).await
     } else {
-        forward(inner, parts, Some(body)).await
+        forward(inner, parts, body).await
     };
     headers::add_via(response.headers_mut(), name);
     response

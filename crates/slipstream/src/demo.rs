@@ -1,7 +1,9 @@
 //! `slipstream demo`: the system on loopback with a bundled sample site.
 //!
-//! Today that is the origin server with its memory cache and status page; later issues add the
-//! proxy chain, replicas and prefetching.
+//! Today that is a caching hierarchy (paper 003's Figure 1): a child proxy, the entry point, in
+//! front of two parent proxies (fail-over order) in front of the origin server with its memory
+//! cache (paper 002). The child keeps objects up to 1 MiB, the parents the rest. Later issues add
+//! replicas and prefetching.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -26,7 +28,8 @@ const LARGE_FILE_BYTES: usize = 2 << 20;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Address for the origin server.
+    /// Address of the entry point (the child proxy); the parents and the origin take free
+    /// loopback ports.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Where to write the sample site [default: a fresh directory under the system temp dir].
@@ -55,22 +58,44 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     write_site(&dir)?;
+    let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
     let mut config = slipstream_origin::Config {
         root: Some(dir.clone()),
-        listen: args.listen,
+        listen: loopback,
         ..Default::default()
     };
     config.cache.capacity_bytes = 4 << 20;
+    config.cache_control = Some("max-age=60".into());
     let settings = config.validate()?;
     let shown = dir.clone();
     let result = crate::serve::runtime(0)?.block_on(async move {
-        let server = crate::serve::start(settings).await.with_context(|| {
-            format!(
-                "is another server on {}? pick another address with --listen",
-                args.listen
-            )
-        })?;
-        let base = format!("http://{}", server.addr);
+        let origin = crate::serve::start(settings).await?;
+        let mut parents = Vec::new();
+        for name in ["parent-a", "parent-b"] {
+            let config = slipstream_proxy::Config {
+                listen: loopback,
+                name: name.into(),
+                ..Default::default()
+            };
+            parents.push(crate::proxy_cmd::spawn(config.validate()?).await?);
+        }
+        let mut child = slipstream_proxy::Config {
+            listen: args.listen,
+            name: "child".into(),
+            origin: Some(format!("http://{}", origin.addr)),
+            parents: parents.iter().map(|p| format!("http://{p}")).collect(),
+            ..Default::default()
+        };
+        child.cache.max_object_bytes = 1 << 20;
+        let entry = crate::proxy_cmd::spawn(child.validate()?)
+            .await
+            .with_context(|| {
+                format!(
+                    "is another server on {}? pick another address with --listen",
+                    args.listen
+                )
+            })?;
+        let base = format!("http://{entry}");
         // Warm the cache and the status charts with a short, bounded burst of requests.
         let plan = Plan {
             base: base.parse()?,
@@ -100,10 +125,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             warm.errors
         );
         println!("slipstream demo is running (Ctrl-C to stop)");
-        println!("  site:    {base}/");
+        println!("  site:    {base}/   (child proxy -> parent proxies -> origin)");
         println!("  status:  {base}/_slipstream/status");
         println!("  metrics: {base}/_slipstream/metrics");
+        for (name, p) in ["parent-a", "parent-b"].iter().zip(&parents) {
+            println!("  {name}: http://{p}/_slipstream/status");
+        }
+        println!("  origin:  http://{}/_slipstream/status", origin.addr);
         println!("  files:   {}", shown.display());
+        println!("  try:     curl -sI {base}/assets/large.bin | grep -i cache-status");
         println!(
             "warm-up: {} requests answered, {:.0} req/s",
             warm.completed,

@@ -115,28 +115,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// Binds and starts the proxy in the background of the current runtime; prints its address.
 pub async fn start(settings: slipstream_proxy::Settings) -> anyhow::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(settings.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    let addr = listener.local_addr()?;
-    let mode = match &settings.origin {
+    let (name, origin, parents) = (
+        settings.name.clone(),
+        settings.origin.clone(),
+        settings.parents.clone(),
+    );
+    let addr = spawn(settings).await?;
+    let mode = match &origin {
         Some(origin) => format!("reverse proxy for http://{origin}"),
         None => "forward proxy".to_owned(),
     };
-    let parents: Vec<String> = settings
-        .parents
-        .iter()
-        .map(|p| format!("http://{p}"))
-        .collect();
+    let parents: Vec<String> = parents.iter().map(|p| format!("http://{p}")).collect();
     println!(
-        "slipstream proxy {}: {mode} on http://{addr}/{}",
-        settings.name,
+        "slipstream proxy {name} on http://{addr}/: {mode}{}",
         if parents.is_empty() {
             String::new()
         } else {
             format!(" via {}", parents.join(", "))
         }
     );
+    Ok(addr)
+}
+
+/// Binds and starts the proxy in the background of the current runtime, silently.
+pub async fn spawn(settings: slipstream_proxy::Settings) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let addr = listener.local_addr()?;
     let limits = settings.limits;
     let proxy = Arc::new(Proxy::new(settings));
     tokio::spawn(slipstream_http::listen::serve(

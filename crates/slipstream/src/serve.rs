@@ -43,6 +43,9 @@ pub struct Args {
     /// Worker threads [default: one per core].
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Cache-Control to send with every file, e.g. "max-age=60".
+    #[arg(long)]
+    pub cache_control: Option<String>,
 }
 
 /// A node's config file.
@@ -97,6 +100,9 @@ impl Args {
         }
         if let Some(w) = self.workers {
             c.workers = w;
+        }
+        if self.cache_control.is_some() {
+            c.cache_control = self.cache_control.clone();
         }
         Ok(c)
     }

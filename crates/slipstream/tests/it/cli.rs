@@ -42,6 +42,13 @@ fn demo_starts_and_answers() {
     let home = get(node.addr, "/");
     assert_eq!(home.status, 200);
     assert!(String::from_utf8_lossy(&home.body).contains("slipstream demo site"));
+    // The entry point is the child proxy; the warm-up already cached the home page there.
+    assert!(
+        home.header("cache-status")
+            .is_some_and(|s| s.contains("child; hit")),
+        "{:?}",
+        home.header("cache-status")
+    );
     assert_eq!(get(node.addr, "/_slipstream/status").status, 200);
     let large = get(node.addr, "/assets/large.bin");
     assert_eq!(large.body.len(), 2 << 20);

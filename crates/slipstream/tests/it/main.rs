@@ -2,6 +2,7 @@
 //! talks to it over real sockets.
 
 mod cli;
+mod hierarchy;
 mod serve;
 mod status_page;
 mod support;

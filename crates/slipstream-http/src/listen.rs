@@ -2,6 +2,8 @@
 //! terminates TLS with ALPN, and serves HTTP/1.1 and HTTP/2 on the same port. Cleartext HTTP/2
 //! is detected by its connection preface (h2c with prior knowledge).
 //!
+//! Connections may be upgraded (HTTP/1.1 CONNECT and Upgrade), which the proxy uses to tunnel.
+//!
 //! Slow clients are bounded twice: hyper's header read timeout on HTTP/1.1, and an idle timeout
 //! on the socket itself that closes a connection whose reads or writes make no progress.
 
@@ -170,7 +172,7 @@ pub async fn serve<H: Handler>(
             let result = match tls {
                 None => {
                     builder
-                        .serve_connection(
+                        .serve_connection_with_upgrades(
                             TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout)),
                             service,
                         )
@@ -182,7 +184,7 @@ pub async fn serve<H: Handler>(
                     match accept.await {
                         Ok(Ok(tls)) => {
                             builder
-                                .serve_connection(
+                                .serve_connection_with_upgrades(
                                     TokioIo::new(IdleTimeout::new(tls, limits.idle_timeout)),
                                     service,
                                 )

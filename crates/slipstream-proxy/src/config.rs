@@ -40,6 +40,9 @@ pub struct Config {
     pub max_header_bytes: usize,
     /// Worker threads; 0 means one per core.
     pub workers: usize,
+    /// Ports a forward proxy opens CONNECT tunnels to (443 by default: a tunnel to any port would
+    /// let clients reach arbitrary services through the proxy).
+    pub connect_ports: Vec<u16>,
 }
 
 /// The `[proxy.cache]` table.
@@ -75,6 +78,7 @@ impl Default for Config {
             purge_token: None,
             max_header_bytes: 16 * 1024,
             workers: 0,
+            connect_ports: vec![443],
         }
     }
 }
@@ -150,6 +154,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Worker threads.
     pub workers: usize,
+    /// Ports CONNECT may reach.
+    pub connect_ports: Vec<u16>,
 }
 
 fn authority(field: &'static str, value: &str) -> Result<http::uri::Authority, ConfigError> {
@@ -228,6 +234,7 @@ impl Config {
                 ..Limits::default()
             },
             workers: self.workers,
+            connect_ports: self.connect_ports.clone(),
         })
     }
 }

@@ -42,10 +42,7 @@ pub(crate) async fn handle(inner: &Arc<Inner>, req: Request<Incoming>) -> Respon
         );
     }
     if req.method() == Method::CONNECT {
-        return text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "CONNECT is not supported by this proxy yet",
-        );
+        return crate::tunnel::connect(inner, req).await;
     }
     let target = match target(inner, req.uri()) {
         Ok(t) => t,

@@ -16,6 +16,7 @@ pub mod headers;
 mod metrics;
 pub mod respond;
 pub mod store;
+mod tunnel;
 pub mod upstream;
 
 use std::net::SocketAddr;

@@ -225,3 +225,68 @@ async fn forward_proxy_takes_absolute_form_and_a_reverse_proxy_refuses_it() {
         403
     );
 }
+
+#[tokio::test]
+async fn rfc9110_s9_3_6_connect_opens_a_tunnel_to_allowed_ports_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // An echo server stands in for the TLS server a browser would tunnel to.
+    let echo = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let echo_addr = echo.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let p = proxy(Config {
+        name: "fwd".into(),
+        connect_ports: vec![echo_addr.port()],
+        ..Config::default()
+    })
+    .await;
+    let mut s = tokio::net::TcpStream::connect(p).await.expect("connect");
+    s.write_all(format!("CONNECT {echo_addr} HTTP/1.1\r\nHost: {echo_addr}\r\n\r\n").as_bytes())
+        .await
+        .expect("write");
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            s.read(&mut byte).await.expect("read"),
+            1,
+            "proxy closed before answering CONNECT"
+        );
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    s.write_all(b"ping through the tunnel")
+        .await
+        .expect("write");
+    let mut back = [0u8; 23];
+    s.read_exact(&mut back).await.expect("echo");
+    assert_eq!(&back, b"ping through the tunnel");
+    // A port not in connect_ports is refused.
+    let refused = send(p, "CONNECT", "127.0.0.1:22", &[]).await;
+    assert_eq!(refused.status, 403);
+    // A reverse proxy does not tunnel.
+    let origin = Origin::default();
+    let reverse_only = proxy(reverse("edge", origin.start().await)).await;
+    assert_eq!(
+        send(reverse_only, "CONNECT", &echo_addr.to_string(), &[])
+            .await
+            .status,
+        405
+    );
+}

@@ -60,6 +60,10 @@ pub struct CacheConfig {
     pub max_object_bytes: u64,
     /// Objects smaller than this are not stored (a parent keeps objects above S).
     pub min_object_bytes: u64,
+    /// Objects larger than `max_object_bytes` keep their first this many bytes (paper 002's
+    /// adaptive level); a hit sends the chunk at once and fetches the rest with a Range
+    /// request. 0 turns it off.
+    pub chunk_bytes: u64,
 }
 
 impl Default for Config {
@@ -91,6 +95,7 @@ impl Default for CacheConfig {
             policy: "lru".into(),
             max_object_bytes: 16 << 20,
             min_object_bytes: 0,
+            chunk_bytes: 1 << 20,
         }
     }
 }
@@ -142,6 +147,8 @@ pub struct Settings {
     pub min_object_bytes: u64,
     /// Size rules for storing.
     pub max_object_bytes: u64,
+    /// First-chunk size for objects above `max_object_bytes` (0 = off).
+    pub chunk_bytes: u64,
     /// Bound on collapsed waiters per key.
     pub max_collapsed_waiters: usize,
     /// Upstream connect timeout.
@@ -225,6 +232,7 @@ impl Config {
             cache,
             min_object_bytes: self.cache.min_object_bytes,
             max_object_bytes: self.cache.max_object_bytes,
+            chunk_bytes: self.cache.chunk_bytes.min(self.cache.max_object_bytes),
             max_collapsed_waiters: self.max_collapsed_waiters,
             connect_timeout: Duration::from_millis(self.connect_timeout_ms.max(1)),
             upstream_timeout: Duration::from_millis(self.upstream_timeout_ms.max(1)),

@@ -18,7 +18,7 @@ use crate::collapse::{self, Join, Outcome};
 use crate::headers::{self, Status};
 use crate::store::Stored;
 use crate::upstream::UpstreamError;
-use crate::{control, respond, text, Inner, CONTROL_PREFIX};
+use crate::{control, partial, respond, text, Inner, CONTROL_PREFIX};
 
 pub(crate) async fn handle(inner: &Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
     let name = inner.settings.name.as_str();
@@ -96,7 +96,7 @@ fn target(inner: &Inner, uri: &Uri) -> Result<Uri, Box<Response<Body>>> {
 }
 
 /// The request as it goes upstream: hop-by-hop fields removed, Via added, Host set to the target.
-fn upstream_parts(inner: &Inner, parts: &http::request::Parts) -> http::request::Parts {
+pub(crate) fn upstream_parts(inner: &Inner, parts: &http::request::Parts) -> http::request::Parts {
     let mut up = Request::new(());
     *up.method_mut() = parts.method.clone();
     *up.uri_mut() = parts.uri.clone();
@@ -123,7 +123,9 @@ async fn cached(inner: &Arc<Inner>, parts: http::request::Parts) -> Response<Bod
     if let Some(stored) = store.find(&key, &parts.headers) {
         match stored.policy.evaluate(&parts, now) {
             rfc9111::Reuse::Fresh => {
-                inner.metrics.hit(stored.body.len());
+                if stored.complete() {
+                    inner.metrics.hit(stored.body.len());
+                }
                 return served(
                     inner,
                     &stored,
@@ -135,7 +137,9 @@ async fn cached(inner: &Arc<Inner>, parts: http::request::Parts) -> Response<Bod
                 );
             }
             rfc9111::Reuse::StaleWhileRevalidate => {
-                inner.metrics.hit(stored.body.len());
+                if stored.complete() {
+                    inner.metrics.hit(stored.body.len());
+                }
                 let (inner2, parts2, stored2) = (inner.clone(), parts.clone(), stored.clone());
                 tokio::spawn(async move { revalidate(&inner2, &parts2, &stored2).await });
                 return served(
@@ -198,8 +202,8 @@ async fn cached(inner: &Arc<Inner>, parts: http::request::Parts) -> Response<Bod
 
 /// The answer from a stored response, with this node's Cache-Status.
 fn served(
-    inner: &Inner,
-    stored: &Stored,
+    inner: &Arc<Inner>,
+    stored: &Arc<Stored>,
     parts: &http::request::Parts,
     mut status: Status,
 ) -> Response<Body> {
@@ -207,7 +211,12 @@ fn served(
     if status.hit {
         status.ttl = Some(stored.policy.time_to_live(now).as_secs() as i64);
     }
-    let mut response = respond::from_stored(stored, &parts.method, &parts.headers, now);
+    let mut response = if stored.complete() {
+        respond::from_stored(stored, &parts.method, &parts.headers, now)
+    } else {
+        status.detail = status.detail.or(Some("partial"));
+        partial::from_chunk(inner, stored, parts, now)
+    };
     status.apply(response.headers_mut(), &inner.settings.name);
     response
 }
@@ -215,7 +224,7 @@ fn served(
 /// Fetches `parts` upstream without client preconditions or ranges (so that a full response can
 /// be stored), stores it if allowed, and answers the client. Returns the stored response too.
 async fn fetch(
-    inner: &Inner,
+    inner: &Arc<Inner>,
     parts: &http::request::Parts,
     key: &str,
     mut status: Status,
@@ -243,6 +252,33 @@ async fn fetch(
     let length = content_length(&res_parts.headers);
     let fits =
         |n: u64| n >= inner.settings.min_object_bytes && n <= inner.settings.max_object_bytes;
+    // Paper 002's adaptive level: too large to keep whole, so keep the first chunk while the
+    // response streams to the client. Needs a known length and a validator for the Range
+    // request that later fetches the rest.
+    if let (Some(total), Some(policy), Some(vary_key)) = (
+        length,
+        &policy,
+        rfc9111::vary_key(&res_parts.headers, &parts.headers),
+    ) {
+        if total > inner.settings.max_object_bytes
+            && inner.settings.chunk_bytes > 0
+            && res_parts.status == StatusCode::OK
+            && partial::has_validator(&res_parts.headers)
+        {
+            inner.metrics.miss(total as usize);
+            let response = partial::tee(
+                inner,
+                key,
+                res_parts,
+                body,
+                policy.clone(),
+                vary_key,
+                total,
+                status,
+            );
+            return (response, None);
+        }
+    }
     let (Some(policy), Some(vary_key), true) = (
         policy,
         rfc9111::vary_key(&res_parts.headers, &parts.headers),
@@ -292,6 +328,7 @@ async fn fetch(
     let stored = Stored {
         status: res_parts.status,
         headers: stored_headers,
+        total_len: body.len() as u64,
         body,
         policy,
         vary_key,
@@ -313,6 +350,7 @@ fn stored_clone(s: &Stored) -> Stored {
         status: s.status,
         headers: s.headers.clone(),
         body: s.body.clone(),
+        total_len: s.total_len,
         policy: s.policy.clone(),
         vary_key: s.vary_key.clone(),
     }
@@ -346,7 +384,9 @@ async fn validate(
         Err(e) if stored.policy.stale_if_error(parts, SystemTime::now()) => {
             // RFC 5861 §4.
             tracing::debug!(error = %e, "serving stale on error");
-            inner.metrics.hit(stored.body.len());
+            if stored.complete() {
+                inner.metrics.hit(stored.body.len());
+            }
             served(
                 inner,
                 stored,
@@ -370,9 +410,9 @@ enum Revalidated {
 }
 
 async fn send_conditional(
-    inner: &Inner,
+    inner: &Arc<Inner>,
     parts: &http::request::Parts,
-    stored: &Stored,
+    stored: &Arc<Stored>,
     conditional: HeaderMap,
 ) -> Result<Revalidated, UpstreamError> {
     let mut up = upstream_parts(inner, parts);
@@ -435,6 +475,7 @@ async fn send_conditional(
             status: stored.status,
             headers,
             body: stored.body.clone(),
+            total_len: stored.total_len,
             policy,
             vary_key: stored.vary_key.clone(),
         };
@@ -450,7 +491,7 @@ async fn send_conditional(
 
 /// A full response that replaces the stored one: stored if allowed, else the old one is dropped.
 async fn replace(
-    inner: &Inner,
+    inner: &Arc<Inner>,
     parts: &http::request::Parts,
     sent: &http::request::Parts,
     response: Response<Incoming>,
@@ -487,6 +528,7 @@ async fn replace(
     let fresh = Stored {
         status: res_parts.status,
         headers: stored_headers,
+        total_len: bytes.len() as u64,
         body: bytes,
         policy,
         vary_key,
@@ -497,7 +539,7 @@ async fn replace(
         .is_some_and(|s| s.put(key, stored_clone(&fresh), &[]));
     Ok(served(
         inner,
-        &fresh,
+        &Arc::new(fresh),
         parts,
         Status {
             stored: admitted,
@@ -570,7 +612,7 @@ fn passthrough(
     response
 }
 
-fn finish_forwarded(inner: &Inner, response: &mut Response<Body>, status: Status) {
+pub(crate) fn finish_forwarded(inner: &Inner, response: &mut Response<Body>, status: Status) {
     headers::strip_hop_by_hop(response.headers_mut());
     status.apply(response.headers_mut(), &inner.settings.name);
 }

@@ -14,6 +14,7 @@ mod control;
 mod fetch;
 pub mod headers;
 mod metrics;
+mod partial;
 pub mod respond;
 pub mod store;
 mod tunnel;

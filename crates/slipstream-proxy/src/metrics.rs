@@ -14,6 +14,7 @@ pub(crate) struct Metrics {
     pub(crate) registry: Registry,
     by_class: [Arc<Counter>; 5],
     hits: Arc<Counter>,
+    incomplete_hits: Arc<Counter>,
     misses: Arc<Counter>,
     revalidated: Arc<Counter>,
     collapsed: Arc<Counter>,
@@ -43,6 +44,7 @@ impl Default for Metrics {
                 &[("outcome", o)],
             )
         };
+        let incomplete_hits = outcome("incomplete_hit");
         let (hits, misses, revalidated, collapsed) = (
             outcome("complete_hit"),
             outcome("miss"),
@@ -89,6 +91,7 @@ impl Default for Metrics {
             registry: r,
             by_class,
             hits,
+            incomplete_hits,
             misses,
             revalidated,
             collapsed,
@@ -159,6 +162,13 @@ impl Metrics {
     pub(crate) fn hit(&self, bytes: usize) {
         self.hits.inc();
         self.memory_bytes.add(bytes as u64);
+    }
+
+    /// A hit on an incomplete entry: `chunk` bytes from memory, `rest` from upstream.
+    pub(crate) fn incomplete_hit(&self, chunk: usize, rest: u64) {
+        self.incomplete_hits.inc();
+        self.memory_bytes.add(chunk as u64);
+        self.upstream_bytes.add(rest);
     }
 
     pub(crate) fn miss(&self, bytes: usize) {

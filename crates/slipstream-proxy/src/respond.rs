@@ -1,5 +1,9 @@
 //! Answering a request from a stored response: client preconditions (RFC 9110 §13), HEAD from a
 //! stored GET (RFC 9111 §4), and byte ranges cut from the stored full body (RFC 9110 §14).
+//!
+//! For an incomplete entry (the first chunk of a large object) this module answers only what
+//! needs no body beyond the chunk: HEAD, 304/412, and ranges inside the chunk; the request path
+//! streams the rest from upstream.
 
 use std::time::SystemTime;
 
@@ -48,7 +52,7 @@ pub fn from_stored(
             Some(v)
                 if method == Method::GET && conditional::if_range_allows(headers, &validators) =>
             {
-                range::parse(v, stored.body.len() as u64)
+                range::parse(v, stored.total_len)
             }
             _ => Ranges::Ignore,
         };
@@ -66,7 +70,7 @@ pub fn from_stored(
             Ranges::Satisfiable(rs) => return partial(stored, out_headers, &rs),
         }
     }
-    out_headers.insert(CONTENT_LENGTH, HeaderValue::from(stored.body.len()));
+    out_headers.insert(CONTENT_LENGTH, HeaderValue::from(stored.total_len));
     *response.headers_mut() = out_headers;
     if method != Method::HEAD {
         *response.body_mut() = Body::full(stored.body.clone());

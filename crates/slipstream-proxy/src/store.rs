@@ -27,8 +27,11 @@ pub struct Stored {
     pub status: StatusCode,
     /// Its header fields as received (minus hop-by-hop fields).
     pub headers: HeaderMap,
-    /// The whole body.
+    /// The body, or its first chunk when the object is larger than the cache keeps whole
+    /// (paper 002's adaptive level, §4.1.2).
     pub body: Bytes,
+    /// Length of the whole body.
+    pub total_len: u64,
     /// Freshness and reuse rules.
     pub policy: rfc9111::Policy,
     /// The secondary key: request values of the fields named in Vary.
@@ -36,6 +39,11 @@ pub struct Stored {
 }
 
 impl Stored {
+    /// Whether `body` is the whole body.
+    pub fn complete(&self) -> bool {
+        self.body.len() as u64 == self.total_len
+    }
+
     /// Bytes charged to the cache.
     pub fn size(&self) -> u64 {
         let head: usize = self

@@ -5,4 +5,5 @@ mod support;
 
 mod caching;
 mod hierarchy;
+mod partial;
 mod robustness;

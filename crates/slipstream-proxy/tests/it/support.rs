@@ -23,6 +23,8 @@ pub struct Reply {
     pub body: Bytes,
     /// Delay before answering (a slow origin, for collapsing and timeouts).
     pub delay: Duration,
+    /// Answer `Range: bytes=N-` with a 206 (otherwise ranges are ignored, as many origins do).
+    pub ranges: bool,
 }
 
 impl Reply {
@@ -35,11 +37,17 @@ impl Reply {
                 .collect(),
             body: Bytes::from(body.to_owned()),
             delay: Duration::ZERO,
+            ranges: false,
         }
     }
 
     pub fn status(mut self, status: u16) -> Reply {
         self.status = status;
+        self
+    }
+
+    pub fn with_ranges(mut self) -> Reply {
+        self.ranges = true;
         self
     }
 
@@ -238,6 +246,37 @@ pub async fn send(proxy: SocketAddr, method: &str, target: &str, headers: &[(&st
         headers,
         body,
     }
+}
+
+/// A GET whose body may fail part-way: `Err` with the bytes received when it does.
+pub async fn get_fallible(proxy: SocketAddr, path: &str) -> Result<Got, usize> {
+    let stream = tokio::net::TcpStream::connect(proxy)
+        .await
+        .expect("connect to proxy");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .uri(path)
+        .header("host", proxy.to_string())
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let resp = sender.send_request(req).await.expect("response head");
+    let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
+    let mut body = resp.into_body();
+    let mut received = Vec::new();
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => received.extend_from_slice(f.data_ref().map_or(&[][..], |d| &d[..])),
+            Err(_) => return Err(received.len()),
+        }
+    }
+    Ok(Got {
+        status,
+        headers,
+        body: Bytes::from(received),
+    })
 }
 
 pub async fn get(proxy: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Got {

@@ -16,7 +16,7 @@ use slipstream_http::{rfc9111, Body};
 
 use crate::collapse::{self, Join, Outcome};
 use crate::headers::{self, Status};
-use crate::store::Stored;
+use crate::store::{self, Stored};
 use crate::upstream::UpstreamError;
 use crate::{control, partial, respond, text, Inner, CONTROL_PREFIX};
 
@@ -120,7 +120,11 @@ async fn cached(inner: &Arc<Inner>, parts: http::request::Parts) -> Response<Bod
     let key = parts.uri.to_string();
     let now = SystemTime::now();
     let mut status = Status::default();
-    if let Some(stored) = store.find(&key, &parts.headers) {
+    let found = store.find(&key, &parts.headers);
+    if matches!(found, store::Found::VaryMiss) {
+        status.fwd = Some("vary-miss");
+    }
+    if let store::Found::Variant(stored) = found {
         match stored.policy.evaluate(&parts, now) {
             rfc9111::Reuse::Fresh => {
                 if stored.complete() {

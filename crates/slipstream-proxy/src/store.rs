@@ -55,6 +55,17 @@ impl Stored {
     }
 }
 
+/// What the store holds for a request.
+#[derive(Debug)]
+pub enum Found {
+    /// A variant matching the request's Vary-selected fields.
+    Variant(Arc<Stored>),
+    /// Responses for the URI, none for these field values (Cache-Status `fwd=vary-miss`).
+    VaryMiss,
+    /// Nothing for the URI (`fwd=uri-miss`).
+    Nothing,
+}
+
 /// The variants stored under one URI.
 #[derive(Debug, Default, Clone)]
 pub struct Variants(pub Vec<Arc<Stored>>);
@@ -88,9 +99,9 @@ impl Store {
     }
 
     /// The variant stored for `key` whose Vary-selected fields match `request_headers`.
-    pub fn find(&self, key: &str, request_headers: &HeaderMap) -> Option<Arc<Stored>> {
+    pub fn find(&self, key: &str, request_headers: &HeaderMap) -> Found {
         let Access::Hit { value, .. } = self.cache.lock().access(key) else {
-            return None;
+            return Found::Nothing;
         };
         value
             .0
@@ -100,6 +111,7 @@ impl Store {
                     == Some(s.vary_key.as_str())
             })
             .cloned()
+            .map_or(Found::VaryMiss, Found::Variant)
     }
 
     /// Stores `stored` under `key`, replacing the variant with the same Vary key. Returns whether

@@ -7,3 +7,4 @@ mod caching;
 mod hierarchy;
 mod partial;
 mod robustness;
+mod rules;

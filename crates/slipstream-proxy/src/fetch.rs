@@ -252,7 +252,7 @@ async fn fetch(
     status.fwd_status = Some(response.status().as_u16());
     let (res_parts, body) = response.into_parts();
     let now = SystemTime::now();
-    let policy = rfc9111::Policy::new(&sent, &res_parts, now, &inner.rules);
+    let policy = policy_for(inner, &sent, &res_parts, now);
     let length = content_length(&res_parts.headers);
     let fits =
         |n: u64| n >= inner.settings.min_object_bytes && n <= inner.settings.max_object_bytes;
@@ -347,6 +347,22 @@ async fn fetch(
         served(inner, &stored, parts, status),
         admitted.then_some(stored),
     )
+}
+
+/// The caching rules for a response, or `None` when this proxy must not store it: RFC 9111's
+/// rules, and one of ours. A response that sets a cookie is not stored even when RFC 9111 would
+/// allow it, because a shared cache would hand one user's cookie to others (Varnish's default
+/// does the same).
+fn policy_for(
+    inner: &Inner,
+    sent: &http::request::Parts,
+    res: &http::response::Parts,
+    now: SystemTime,
+) -> Option<rfc9111::Policy> {
+    if res.headers.contains_key(http::header::SET_COOKIE) {
+        return None;
+    }
+    rfc9111::Policy::new(sent, res, now, &inner.rules)
 }
 
 fn stored_clone(s: &Stored) -> Stored {
@@ -507,7 +523,7 @@ async fn replace(
         fwd_status: Some(res_parts.status.as_u16()),
         ..Status::default()
     };
-    let policy = rfc9111::Policy::new(sent, &res_parts, SystemTime::now(), &inner.rules);
+    let policy = policy_for(inner, sent, &res_parts, SystemTime::now());
     let vary_key = rfc9111::vary_key(&res_parts.headers, &parts.headers);
     let (Some(policy), Some(vary_key)) = (policy, vary_key) else {
         if let Some(store) = &inner.store {

@@ -458,3 +458,32 @@ async fn purge_by_url_and_surrogate_key_needs_the_token() {
     assert!(get(p, "/p1", &[]).await.cache_status().contains("uri-miss"));
     assert!(get(p, "/p2", &[]).await.cache_status().contains("uri-miss"));
 }
+
+#[tokio::test]
+async fn responses_that_set_cookies_are_not_stored_in_a_shared_cache() {
+    let origin = Origin::default();
+    origin.set(
+        "/login",
+        Reply::ok(
+            "hi",
+            &[
+                ("cache-control", "max-age=600"),
+                ("set-cookie", "session=abc"),
+            ],
+        ),
+    );
+    let p = proxy(reverse("edge", origin.start().await)).await;
+    let first = get(p, "/login", &[]).await;
+    assert_eq!(
+        first.header("set-cookie"),
+        Some("session=abc"),
+        "the client still gets its cookie"
+    );
+    let second = get(p, "/login", &[]).await;
+    assert!(
+        !second.cache_status().contains("hit"),
+        "{}",
+        second.cache_status()
+    );
+    assert_eq!(origin.hits("/login"), 2);
+}

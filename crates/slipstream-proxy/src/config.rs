@@ -40,6 +40,11 @@ pub struct Config {
     pub max_header_bytes: usize,
     /// Worker threads; 0 means one per core.
     pub workers: usize,
+    /// PEM certificate chain; with `tls_key`, clients connect over HTTPS (HTTP/2 and HTTP/1.1
+    /// by ALPN).
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key for `tls_cert`.
+    pub tls_key: Option<std::path::PathBuf>,
     /// Ports a forward proxy opens CONNECT tunnels to (443 by default: a tunnel to any port would
     /// let clients reach arbitrary services through the proxy).
     pub connect_ports: Vec<u16>,
@@ -83,6 +88,8 @@ impl Default for Config {
             max_header_bytes: 16 * 1024,
             workers: 0,
             connect_ports: vec![443],
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -163,6 +170,8 @@ pub struct Settings {
     pub workers: usize,
     /// Ports CONNECT may reach.
     pub connect_ports: Vec<u16>,
+    /// Certificate and key, if clients use TLS.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 fn authority(field: &'static str, value: &str) -> Result<http::uri::Authority, ConfigError> {
@@ -216,6 +225,16 @@ impl Config {
         } else {
             None
         };
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+            (None, None) => None,
+            _ => {
+                return Err(ConfigError::Invalid {
+                    field: "tls_cert",
+                    reason: "TLS needs both tls_cert and tls_key".into(),
+                })
+            }
+        };
         if self.cache.min_object_bytes > self.cache.max_object_bytes {
             return Err(ConfigError::Invalid {
                 field: "cache.min_object_bytes",
@@ -243,6 +262,7 @@ impl Config {
             },
             workers: self.workers,
             connect_ports: self.connect_ports.clone(),
+            tls,
         })
     }
 }

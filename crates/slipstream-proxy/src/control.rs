@@ -60,17 +60,18 @@ pub(crate) async fn handle(
 }
 
 /// `PURGE /path` (reverse proxy) or `PURGE http://host/path`.
-pub(crate) fn purge_method<B>(inner: &Inner, req: &Request<B>) -> Response<Body> {
+/// `absolute`: the request names another server (see `fetch::absolute_form`).
+pub(crate) fn purge_method<B>(inner: &Inner, req: &Request<B>, absolute: bool) -> Response<Body> {
     if let Err(refusal) = authorised(inner, req) {
         return *refusal;
     }
-    let url = match (req.uri().scheme(), &inner.settings.origin) {
-        (Some(_), _) => req.uri().to_string(),
-        (None, Some(origin)) => format!(
+    let url = match (absolute, &inner.settings.origin) {
+        (true, _) => req.uri().to_string(),
+        (false, Some(origin)) => format!(
             "http://{origin}{}",
             req.uri().path_and_query().map_or("/", |p| p.as_str())
         ),
-        (None, None) => {
+        (false, None) => {
             return text(
                 StatusCode::BAD_REQUEST,
                 "PURGE needs an absolute URL on a forward proxy",

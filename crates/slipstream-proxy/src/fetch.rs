@@ -22,7 +22,8 @@ use crate::{control, partial, respond, text, Inner, CONTROL_PREFIX};
 
 pub(crate) async fn handle(inner: &Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
     let name = inner.settings.name.as_str();
-    if req.uri().scheme().is_none() {
+    let absolute = absolute_form(inner, &req);
+    if !absolute {
         if let Some(what) = req
             .uri()
             .path()
@@ -33,7 +34,7 @@ pub(crate) async fn handle(inner: &Arc<Inner>, req: Request<Incoming>) -> Respon
         }
     }
     if req.method().as_str() == "PURGE" {
-        return control::purge_method(inner, &req);
+        return control::purge_method(inner, &req, absolute);
     }
     if headers::looped(req.headers(), name) {
         return text(
@@ -44,7 +45,7 @@ pub(crate) async fn handle(inner: &Arc<Inner>, req: Request<Incoming>) -> Respon
     if req.method() == Method::CONNECT {
         return crate::tunnel::connect(inner, req).await;
     }
-    let target = match target(inner, req.uri()) {
+    let target = match target(inner, req.uri(), absolute) {
         Ok(t) => t,
         Err(response) => return *response,
     };
@@ -66,9 +67,19 @@ pub(crate) async fn handle(inner: &Arc<Inner>, req: Request<Incoming>) -> Respon
     response
 }
 
+/// Whether a request names another server (a forward-proxy request). In HTTP/1.1 that is the
+/// absolute form (RFC 9112 §3.2.2). Every HTTP/2 request carries `:scheme` and `:authority`
+/// (RFC 9113 §8.3.1), so there it means: this proxy has no origin of its own.
+fn absolute_form<B>(inner: &Inner, req: &Request<B>) -> bool {
+    match req.version() {
+        http::Version::HTTP_2 | http::Version::HTTP_3 => inner.settings.origin.is_none(),
+        _ => req.uri().scheme().is_some(),
+    }
+}
+
 /// The absolute URI a request is for; `Err` holds the refusal to send.
-fn target(inner: &Inner, uri: &Uri) -> Result<Uri, Box<Response<Body>>> {
-    if uri.scheme().is_some() {
+fn target(inner: &Inner, uri: &Uri, absolute: bool) -> Result<Uri, Box<Response<Body>>> {
+    if absolute {
         if !inner.settings.forward {
             return Err(Box::new(text(
                 StatusCode::FORBIDDEN,

@@ -46,6 +46,12 @@ pub struct Args {
     /// Worker threads [default: one per core].
     #[arg(long)]
     pub workers: Option<usize>,
+    /// PEM certificate chain: serve clients over HTTPS (with --tls-key).
+    #[arg(long)]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long)]
+    pub tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -98,6 +104,12 @@ impl Args {
         }
         if let Some(v) = self.workers {
             c.workers = v;
+        }
+        if self.tls_cert.is_some() {
+            c.tls_cert = self.tls_cert.clone();
+        }
+        if self.tls_key.is_some() {
+            c.tls_key = self.tls_key.clone();
         }
         Ok(c)
     }

@@ -290,3 +290,38 @@ async fn rfc9110_s9_3_6_connect_opens_a_tunnel_to_allowed_ports_only() {
         405
     );
 }
+
+#[tokio::test]
+async fn clients_may_speak_http2_cleartext() {
+    use http_body_util::BodyExt;
+    let origin = Origin::default();
+    origin.set("/h2", Reply::ok("two", &[("cache-control", "max-age=600")]));
+    let p = proxy(reverse("edge", origin.start().await)).await;
+    let tcp = tokio::net::TcpStream::connect(p).await.expect("connect");
+    let (mut send_req, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    for expect_hit in [false, true] {
+        let req = http::Request::get(format!("http://{p}/h2"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .expect("request");
+        let resp = send_req.send_request(req).await.expect("response");
+        assert_eq!(resp.version(), http::Version::HTTP_2);
+        let status = resp
+            .headers()
+            .get("cache-status")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        assert_eq!(status.contains("hit"), expect_hit, "{status}");
+        assert_eq!(
+            &resp.into_body().collect().await.expect("body").to_bytes()[..],
+            b"two"
+        );
+    }
+    assert_eq!(origin.hits("/h2"), 1);
+}

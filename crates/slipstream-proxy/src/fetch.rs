@@ -310,23 +310,14 @@ async fn fetch(
     )
     .await
     {
-        Ok(Some(bytes)) if fits(bytes.len() as u64) => bytes,
-        Ok(Some(bytes)) => {
-            inner.metrics.miss(bytes.len());
-            let mut r = Response::from_parts(res_parts, Body::full(bytes));
+        Ok(Collected::Whole(bytes)) if fits(bytes.len() as u64) => bytes,
+        Ok(other) => {
+            // Outside the size rules (e.g. a chunked body that grew past the limit): the client
+            // gets everything, nothing is stored.
+            inner.metrics.miss(0);
+            let mut r = Response::from_parts(res_parts, other.into_body());
             finish_forwarded(inner, &mut r, status);
             return (r, None);
-        }
-        Ok(None) => {
-            // Larger than any object we keep, and of unknown length: the bytes read so far are
-            // gone, so the client gets a clear error rather than a truncated body.
-            return (
-                text(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream response exceeded the proxy's object size limit",
-                ),
-                None,
-            );
         }
         Err(e) => return (upstream_error(inner, &e), None),
     };
@@ -542,17 +533,22 @@ async fn replace(
         }
         return Ok(passthrough(inner, res_parts, body, status));
     };
-    let bytes = collect(
+    let bytes = match collect(
         body,
         inner.settings.max_object_bytes,
         inner.upstreams.timeout(),
     )
-    .await?;
-    let Some(bytes) = bytes else {
-        return Ok(text(
-            StatusCode::BAD_GATEWAY,
-            "upstream response exceeded the proxy's object size limit",
-        ));
+    .await?
+    {
+        Collected::Whole(bytes) => bytes,
+        over => {
+            if let Some(store) = &inner.store {
+                store.remove(key);
+            }
+            let mut r = Response::from_parts(res_parts, over.into_body());
+            finish_forwarded(inner, &mut r, status);
+            return Ok(r);
+        }
     };
     let mut stored_headers = res_parts.headers.clone();
     headers::strip_hop_by_hop(&mut stored_headers);
@@ -648,12 +644,37 @@ pub(crate) fn finish_forwarded(inner: &Inner, response: &mut Response<Body>, sta
     status.apply(response.headers_mut(), &inner.settings.name);
 }
 
-/// The whole body, or `None` when it exceeds `limit`; a chunk slower than `timeout` fails.
+/// A body read for storing.
+enum Collected {
+    /// The whole body, within the limit.
+    Whole(Bytes),
+    /// Larger than the limit: what was read, and the rest still to come.
+    Over(Bytes, Incoming),
+}
+
+impl Collected {
+    /// The body for a client that gets it without storing: the bytes read, then the rest.
+    fn into_body(self) -> Body {
+        match self {
+            Collected::Whole(bytes) => Body::full(bytes),
+            Collected::Over(head, rest) => {
+                use futures_util::{StreamExt, TryStreamExt};
+                let rest = rest.into_data_stream().map_err(std::io::Error::other);
+                let stream = futures_util::stream::iter([Ok(head)]).chain(rest);
+                Body::stream(http_body_util::StreamBody::new(
+                    stream.map_ok(hyper::body::Frame::data),
+                ))
+            }
+        }
+    }
+}
+
+/// Reads a body for storing, up to `limit` bytes; a chunk slower than `timeout` fails.
 async fn collect(
     mut body: Incoming,
     limit: u64,
     timeout: std::time::Duration,
-) -> Result<Option<Bytes>, UpstreamError> {
+) -> Result<Collected, UpstreamError> {
     let mut out = Vec::new();
     loop {
         let frame = match tokio::time::timeout(timeout, body.frame()).await {
@@ -673,13 +694,13 @@ async fn collect(
             Ok(Some(Ok(frame))) => frame,
         };
         if let Ok(data) = frame.into_data() {
-            if out.len() as u64 + data.len() as u64 > limit {
-                return Ok(None);
-            }
             out.extend_from_slice(&data);
+            if out.len() as u64 > limit {
+                return Ok(Collected::Over(Bytes::from(out), body));
+            }
         }
     }
-    Ok(Some(Bytes::from(out)))
+    Ok(Collected::Whole(Bytes::from(out)))
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {

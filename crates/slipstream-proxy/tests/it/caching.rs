@@ -487,3 +487,32 @@ async fn responses_that_set_cookies_are_not_stored_in_a_shared_cache() {
     );
     assert_eq!(origin.hits("/login"), 2);
 }
+
+#[tokio::test]
+async fn rfc9111_s4_3_1_validation_with_last_modified_only_sends_if_modified_since() {
+    let origin = Origin::default();
+    let lm = "Sat, 01 Jan 2000 00:00:00 GMT";
+    origin.set(
+        "/lm",
+        Reply::ok(
+            "lm",
+            &[("cache-control", "max-age=0"), ("last-modified", lm)],
+        ),
+    );
+    let p = proxy(reverse("edge", origin.start().await)).await;
+    get(p, "/lm", &[]).await;
+    get(p, "/lm", &[]).await;
+    let second = origin
+        .seen()
+        .into_iter()
+        .filter(|s| s.path == "/lm")
+        .nth(1)
+        .expect("a validation request");
+    assert_eq!(
+        second
+            .headers
+            .get("if-modified-since")
+            .and_then(|v| v.to_str().ok()),
+        Some(lm)
+    );
+}

@@ -92,3 +92,31 @@ async fn connection_refused_is_a_502_and_a_slow_upstream_a_504() {
         "other requests are still served"
     );
 }
+
+#[tokio::test]
+async fn a_chunked_response_larger_than_the_object_limit_passes_through_unstored() {
+    // No Content-Length (the raw upstream closes the connection to end the body), 50 KB, and a
+    // proxy that stores objects up to 10 KB: the client must get all of it.
+    let mut response =
+        b"HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\nconnection: close\r\n\r\n".to_vec();
+    response.extend(std::iter::repeat_n(b'z', 50_000));
+    let up = raw_upstream(Box::leak(response.into_boxed_slice())).await;
+    let mut config = reverse("edge", up);
+    config.cache.max_object_bytes = 10_000;
+    let p = proxy(config).await;
+    let got = get(p, "/chunky", &[]).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body.len(), 50_000);
+    assert!(
+        !got.cache_status().contains("stored"),
+        "{}",
+        got.cache_status()
+    );
+}
+
+#[tokio::test]
+async fn an_upstream_that_closes_without_answering_is_a_502() {
+    let up = raw_upstream(b"").await;
+    let p = proxy(reverse("edge", up)).await;
+    assert_eq!(get(p, "/closed", &[]).await.status, 502);
+}

@@ -34,6 +34,26 @@ fn bad_configs_get_clear_errors() {
     );
     fails_with(&["serve", d, "--cache-size", "lots"], "not a size");
     fails_with(&["serve"], "no directory to serve");
+    fails_with(
+        &["proxy", "--origin", "ftp://example"],
+        "only http:// upstreams",
+    );
+    fails_with(
+        &[
+            "proxy",
+            "--origin",
+            "http://127.0.0.1:1",
+            "--parent",
+            "not a url",
+        ],
+        "parents",
+    );
+    fails_with(&["proxy", "--name", "has space"], "name");
+    std::fs::write(&cfg, "[proxy]\norigin = 5\n").expect("write");
+    fails_with(
+        &["proxy", "--config", cfg.to_str().expect("utf-8")],
+        "line 2",
+    );
 }
 
 #[test]

@@ -22,6 +22,31 @@ fn status_page_draws_its_charts_in_chromium() {
         get(node.addr, "/hello.txt");
         get(node.addr, "/large.bin");
     }
+    check_charts(node.addr);
+}
+
+#[test]
+fn proxy_status_page_draws_its_charts_in_chromium() {
+    let dir = site();
+    let origin = serve(dir.path(), &["--cache-control", "max-age=60"]);
+    let proxy = crate::support::start(
+        &[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--origin",
+            &format!("http://{}", origin.addr),
+        ],
+        "slipstream proxy",
+    );
+    for _ in 0..20 {
+        get(proxy.addr, "/hello.txt");
+    }
+    check_charts(proxy.addr);
+}
+
+/// Loads a node's status page in headless Chromium and checks that every chart plotted data.
+fn check_charts(node_addr: std::net::SocketAddr) {
     let profile = tempfile::tempdir().expect("profile dir");
     let out = Command::new(chromium())
         .args([
@@ -39,7 +64,7 @@ fn status_page_draws_its_charts_in_chromium() {
             "--dump-dom",
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("http://{}/_slipstream/status", node.addr))
+        .arg(format!("http://{node_addr}/_slipstream/status"))
         .output()
         .expect("run chromium");
     let dom = String::from_utf8_lossy(&out.stdout);

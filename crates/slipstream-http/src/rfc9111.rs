@@ -25,6 +25,9 @@ use freshness::{age_header, first_date, freshness_lifetime, heuristic_fraction, 
 /// The targeted field of RFC 9213 that this cache (a CDN-like shared proxy) obeys.
 const CDN_CACHE_CONTROL: HeaderName = HeaderName::from_static("cdn-cache-control");
 
+/// The Edge Architecture field for surrogates, honoured after CDN-Cache-Control.
+const SURROGATE_CONTROL: HeaderName = HeaderName::from_static("surrogate-control");
+
 /// Cache behaviour knobs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Options {
@@ -438,6 +441,12 @@ fn response_directives(headers: &HeaderMap, opts: &Options) -> (Directives, bool
     if opts.honor_cdn_cache_control {
         if let Some(d) = directives::cdn_cache_control(headers, &CDN_CACHE_CONTROL) {
             return (d, true);
+        }
+        // The older Edge Architecture `Surrogate-Control` (W3C note, 2001) targets the same
+        // caches, with Cache-Control's syntax; CDN-Cache-Control wins when both are present.
+        let surrogate = Directives::parse_lines(headers, &SURROGATE_CONTROL);
+        if !surrogate.is_empty() {
+            return (surrogate, true);
         }
     }
     let mut cc = Directives::cache_control(headers);

@@ -105,7 +105,6 @@ impl Directives {
     }
 
     /// Whether there are no directives at all.
-    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

@@ -27,7 +27,16 @@ const NOT_FORWARDED: &[&str] = &[
 /// describes the stored bytes, which a proxy keeps as received, so a different value would
 /// corrupt them (the RFC's own example of an integrity exception). The §3.1 exceptions
 /// (`NOT_FORWARDED` and Connection-listed fields) are excluded as well.
-const NOT_UPDATED_BY_304: &[&str] = &["content-length", "content-range", "content-encoding"];
+/// ETag and Content-MD5 also stay: the 304 answered a conditional request for the stored
+/// response, whose identity and checksum describe the bytes we keep (the HTTP cache test suite,
+/// cache-tests.fyi, requires both).
+const NOT_UPDATED_BY_304: &[&str] = &[
+    "content-length",
+    "content-range",
+    "content-encoding",
+    "etag",
+    "content-md5",
+];
 
 /// The names listed in `Connection` (RFC 9110 §7.6.1), lowercased; malformed members skipped.
 fn connection_listed(headers: &HeaderMap) -> Vec<HeaderName> {

@@ -72,24 +72,28 @@ pub(crate) fn heuristic_fraction(opts: &Options) -> f32 {
     }
 }
 
-/// RFC 9111 §5.1: the first member of the first Age field line; invalid values are ignored.
+/// RFC 9111 §5.1: Age is one non-negative integer. A response whose Age is anything else
+/// (several field lines, a list, a sign, a fraction, parameters, letters) cannot be trusted to
+/// be young, so it counts as infinitely old: stale (the HTTP cache test suite's age-parse
+/// checks).
 pub(crate) fn age_header(headers: &HeaderMap) -> Duration {
-    headers
-        .get(AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(',').next())
-        .and_then(|v| {
-            let v = v.trim();
-            (!v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())).then_some(v)
-        })
-        .map_or(Duration::ZERO, |v| {
-            // §1.2.2: overflow saturates at 2^31.
-            Duration::from_secs(
-                v.parse::<u64>()
-                    .unwrap_or(DELTA_SECONDS_MAX)
-                    .min(DELTA_SECONDS_MAX),
-            )
-        })
+    let mut lines = headers.get_all(AGE).iter();
+    let Some(first) = lines.next() else {
+        return Duration::ZERO;
+    };
+    let value = first.to_str().unwrap_or("").trim();
+    let valid =
+        lines.next().is_none() && !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
+    if !valid {
+        return Duration::from_secs(DELTA_SECONDS_MAX);
+    }
+    // §1.2.2: overflow saturates at 2^31.
+    Duration::from_secs(
+        value
+            .parse::<u64>()
+            .unwrap_or(DELTA_SECONDS_MAX)
+            .min(DELTA_SECONDS_MAX),
+    )
 }
 
 /// The first line of a date field as an HTTP-date (RFC 9110 §5.6.7, all three forms).

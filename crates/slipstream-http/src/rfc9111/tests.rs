@@ -265,12 +265,20 @@ fn rfc9111_4_2_3_age_includes_upstream_age_and_apparent_age() {
         ("date", &date),
     ]);
     assert_eq!(p.age(at(0)), Duration::from_secs(50));
-    // §5.1: invalid Age ignored; a list uses its first member.
-    assert_eq!(stored(&[("age", "-3")]).age(at(1)), Duration::from_secs(1));
-    assert_eq!(
-        stored(&[("age", "30, 40")]).age(at(0)),
-        Duration::from_secs(30)
-    );
+    // §5.1: an Age that is not one non-negative integer makes the response infinitely old
+    // (stale), whatever its freshness lifetime.
+    let old = Duration::from_secs(directives::DELTA_SECONDS_MAX);
+    for bad in ["-3", "30, 40", "1.5", "abc", "10;x=1"] {
+        assert!(
+            stored(&[("cache-control", "max-age=3600"), ("age", bad)]).age(at(0)) >= old,
+            "Age: {bad}"
+        );
+        assert_eq!(
+            stored(&[("cache-control", "max-age=3600"), ("age", bad)]).time_to_live(at(0)),
+            Duration::ZERO,
+            "Age: {bad}"
+        );
+    }
     // A clock that goes backwards does not underflow.
     assert_eq!(
         stored(&[]).age(t0() - Duration::from_secs(5)),

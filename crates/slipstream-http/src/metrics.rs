@@ -210,6 +210,60 @@ fn escape(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// What every node counts about its responses: how many, by status class, and how long each
+/// took to its head. Registered under the names the status page reads.
+#[derive(Debug)]
+pub struct Responses {
+    by_class: [Arc<Counter>; 5],
+    latency: Arc<Histogram>,
+}
+
+impl Responses {
+    /// Registers `slipstream_requests_total{status}` and `slipstream_response_seconds`.
+    pub fn register(r: &Registry) -> Responses {
+        let class = |c: &str| {
+            r.counter(
+                "slipstream_requests_total",
+                "Responses sent, by status class.",
+                &[("status", c)],
+            )
+        };
+        Responses {
+            by_class: [
+                class("1xx"),
+                class("2xx"),
+                class("3xx"),
+                class("4xx"),
+                class("5xx"),
+            ],
+            latency: r.histogram(
+                "slipstream_response_seconds",
+                "Time from request to response head.",
+                LATENCY_BUCKETS,
+            ),
+        }
+    }
+
+    /// Counts one response.
+    pub fn observe(&self, status: http::StatusCode, elapsed: std::time::Duration) {
+        let class = (status.as_u16() / 100).clamp(1, 5) as usize - 1;
+        self.by_class[class].inc();
+        self.latency.observe(elapsed);
+    }
+}
+
+/// `slipstream_byte_hit_ratio`: bytes from memory over all bytes sent, from two counters.
+pub fn byte_hit_ratio(r: &Registry, help: &str, memory: Arc<Counter>, other: Arc<Counter>) {
+    r.gauge("slipstream_byte_hit_ratio", help, &[], move || {
+        let (m, o) = (memory.get() as f64, other.get() as f64);
+        if m + o > 0.0 {
+            m / (m + o)
+        } else {
+            0.0
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

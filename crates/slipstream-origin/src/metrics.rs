@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 use slipstream_cache::Cache;
-use slipstream_http::metrics::{Counter, Histogram, Registry, LATENCY_BUCKETS};
+use slipstream_http::metrics::{self, Counter, Registry, Responses};
 
 use crate::entry::Entry;
 use crate::SharedCache;
@@ -13,26 +13,18 @@ use crate::SharedCache;
 #[derive(Debug)]
 pub(crate) struct Metrics {
     registry: Registry,
-    by_class: [Arc<Counter>; 5],
+    responses: Responses,
     complete_hits: Arc<Counter>,
     incomplete_hits: Arc<Counter>,
     misses: Arc<Counter>,
     memory_bytes: Arc<Counter>,
     disk_bytes: Arc<Counter>,
-    latency: Arc<Histogram>,
 }
 
 impl Metrics {
     pub(crate) fn new(cache: Option<SharedCache>) -> Metrics {
         let r = Registry::default();
-        let req = |class: &str| {
-            r.counter(
-                "slipstream_requests_total",
-                "Responses sent, by status class.",
-                &[("status", class)],
-            )
-        };
-        let by_class = [req("1xx"), req("2xx"), req("3xx"), req("4xx"), req("5xx")];
+        let responses = Responses::register(&r);
         let outcome = |o: &str| {
             r.counter(
                 "slipstream_cache_requests_total",
@@ -53,24 +45,11 @@ impl Metrics {
             )
         };
         let (memory_bytes, disk_bytes) = (bytes("memory"), bytes("disk"));
-        let (m, d) = (memory_bytes.clone(), disk_bytes.clone());
-        r.gauge(
-            "slipstream_byte_hit_ratio",
+        metrics::byte_hit_ratio(
+            &r,
             "Bytes sent from memory / file bytes sent (paper 002's BHR).",
-            &[],
-            move || {
-                let (m, d) = (m.get() as f64, d.get() as f64);
-                if m + d > 0.0 {
-                    m / (m + d)
-                } else {
-                    0.0
-                }
-            },
-        );
-        let latency = r.histogram(
-            "slipstream_response_seconds",
-            "Time from request to response head.",
-            LATENCY_BUCKETS,
+            memory_bytes.clone(),
+            disk_bytes.clone(),
         );
         if let Some(cache) = cache {
             let gauge = |name: &str, help: &str, f: fn(&Cache<String, Arc<Entry>>) -> f64| {
@@ -108,13 +87,12 @@ impl Metrics {
         }
         Metrics {
             registry: r,
-            by_class,
+            responses,
             complete_hits,
             incomplete_hits,
             misses,
             memory_bytes,
             disk_bytes,
-            latency,
         }
     }
 
@@ -140,9 +118,7 @@ impl Metrics {
     }
 
     pub(crate) fn response(&self, status: StatusCode, elapsed: Duration) {
-        let class = (status.as_u16() / 100).clamp(1, 5) as usize - 1;
-        self.by_class[class].inc();
-        self.latency.observe(elapsed);
+        self.responses.observe(status, elapsed);
     }
 
     pub(crate) fn render(&self) -> String {

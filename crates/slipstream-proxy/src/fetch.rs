@@ -123,6 +123,26 @@ pub(crate) fn upstream_parts(inner: &Inner, parts: &http::request::Parts) -> htt
     up
 }
 
+/// The request as it goes upstream for a full response to store: without the client's
+/// preconditions and ranges, which this proxy answers itself from the stored response.
+pub(crate) fn plain_upstream_parts(
+    inner: &Inner,
+    parts: &http::request::Parts,
+) -> http::request::Parts {
+    let mut up = upstream_parts(inner, parts);
+    for name in [
+        IF_NONE_MATCH,
+        IF_MODIFIED_SINCE,
+        IF_MATCH,
+        IF_UNMODIFIED_SINCE,
+        IF_RANGE,
+        RANGE,
+    ] {
+        up.headers.remove(name);
+    }
+    up
+}
+
 /// A GET or HEAD through the cache.
 async fn cached(inner: &Arc<Inner>, parts: http::request::Parts) -> Response<Body> {
     let Some(store) = &inner.store else {
@@ -244,17 +264,7 @@ async fn fetch(
     key: &str,
     mut status: Status,
 ) -> (Response<Body>, Option<Arc<Stored>>) {
-    let mut up = upstream_parts(inner, parts);
-    for name in [
-        IF_NONE_MATCH,
-        IF_MODIFIED_SINCE,
-        IF_MATCH,
-        IF_UNMODIFIED_SINCE,
-        IF_RANGE,
-        RANGE,
-    ] {
-        up.headers.remove(name);
-    }
+    let up = plain_upstream_parts(inner, parts);
     let sent = up.clone();
     let response = match inner.upstreams.send(up, None).await {
         Ok((response, _via)) => response,
@@ -437,17 +447,7 @@ async fn send_conditional(
     stored: &Arc<Stored>,
     conditional: HeaderMap,
 ) -> Result<Revalidated, UpstreamError> {
-    let mut up = upstream_parts(inner, parts);
-    for name in [
-        IF_NONE_MATCH,
-        IF_MODIFIED_SINCE,
-        IF_MATCH,
-        IF_UNMODIFIED_SINCE,
-        IF_RANGE,
-        RANGE,
-    ] {
-        up.headers.remove(name);
-    }
+    let mut up = plain_upstream_parts(inner, parts);
     up.method = Method::GET;
     for (name, value) in &conditional {
         up.headers.insert(name.clone(), value.clone());

@@ -4,7 +4,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use http::StatusCode;
-use slipstream_http::metrics::{Counter, Histogram, Registry, LATENCY_BUCKETS};
+use slipstream_http::metrics::{self, Counter, Registry, Responses};
 
 use crate::upstream::UpstreamError;
 use crate::Inner;
@@ -12,7 +12,7 @@ use crate::Inner;
 #[derive(Debug)]
 pub(crate) struct Metrics {
     pub(crate) registry: Registry,
-    by_class: [Arc<Counter>; 5],
+    responses: Responses,
     hits: Arc<Counter>,
     incomplete_hits: Arc<Counter>,
     misses: Arc<Counter>,
@@ -23,20 +23,12 @@ pub(crate) struct Metrics {
     connect_errors: Arc<Counter>,
     timeouts: Arc<Counter>,
     protocol_errors: Arc<Counter>,
-    latency: Arc<Histogram>,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         let r = Registry::default();
-        let req = |class: &str| {
-            r.counter(
-                "slipstream_requests_total",
-                "Responses sent, by status class.",
-                &[("status", class)],
-            )
-        };
-        let by_class = [req("1xx"), req("2xx"), req("3xx"), req("4xx"), req("5xx")];
+        let responses = Responses::register(&r);
         let outcome = |o: &str| {
             r.counter(
                 "slipstream_cache_requests_total",
@@ -59,19 +51,11 @@ impl Default for Metrics {
             )
         };
         let (memory_bytes, upstream_bytes) = (bytes("memory"), bytes("upstream"));
-        let (m, u) = (memory_bytes.clone(), upstream_bytes.clone());
-        r.gauge(
-            "slipstream_byte_hit_ratio",
+        metrics::byte_hit_ratio(
+            &r,
             "Bytes sent from the cache / bytes sent.",
-            &[],
-            move || {
-                let (m, u) = (m.get() as f64, u.get() as f64);
-                if m + u > 0.0 {
-                    m / (m + u)
-                } else {
-                    0.0
-                }
-            },
+            memory_bytes.clone(),
+            upstream_bytes.clone(),
         );
         let err = |kind: &str| {
             r.counter(
@@ -82,14 +66,9 @@ impl Default for Metrics {
         };
         let (connect_errors, timeouts, protocol_errors) =
             (err("connect"), err("timeout"), err("protocol"));
-        let latency = r.histogram(
-            "slipstream_response_seconds",
-            "Time from request to response head.",
-            LATENCY_BUCKETS,
-        );
         Metrics {
             registry: r,
-            by_class,
+            responses,
             hits,
             incomplete_hits,
             misses,
@@ -100,7 +79,6 @@ impl Default for Metrics {
             connect_errors,
             timeouts,
             protocol_errors,
-            latency,
         }
     }
 }
@@ -193,8 +171,6 @@ impl Metrics {
     }
 
     pub(crate) fn response(&self, status: StatusCode, elapsed: Duration) {
-        let class = (status.as_u16() / 100).clamp(1, 5) as usize - 1;
-        self.by_class[class].inc();
-        self.latency.observe(elapsed);
+        self.responses.observe(status, elapsed);
     }
 }

@@ -12,8 +12,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use http::header::{
-    HeaderValue, CONTENT_LENGTH, CONTENT_RANGE, ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH,
-    IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED, RANGE,
+    HeaderValue, CONTENT_LENGTH, CONTENT_RANGE, ETAG, IF_RANGE, LAST_MODIFIED, RANGE,
 };
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
@@ -21,7 +20,7 @@ use hyper::body::{Frame, Incoming};
 use slipstream_http::conditional::{self, Validators};
 use slipstream_http::{rfc9111, Body};
 
-use crate::fetch::{finish_forwarded, upstream_parts};
+use crate::fetch::{finish_forwarded, plain_upstream_parts};
 use crate::headers::{self, Status};
 use crate::store::Stored;
 use crate::{respond, Inner};
@@ -158,17 +157,7 @@ async fn remainder(
     stored: &Stored,
 ) -> std::io::Result<ByteStream> {
     let from = stored.body.len() as u64;
-    let mut up = upstream_parts(inner, parts);
-    for name in [
-        IF_NONE_MATCH,
-        IF_MODIFIED_SINCE,
-        IF_MATCH,
-        IF_UNMODIFIED_SINCE,
-        IF_RANGE,
-        RANGE,
-    ] {
-        up.headers.remove(name);
-    }
+    let mut up = plain_upstream_parts(inner, parts);
     up.method = Method::GET;
     if let Ok(v) = HeaderValue::from_str(&format!("bytes={from}-")) {
         up.headers.insert(RANGE, v);

@@ -1,0 +1,13 @@
+//! `slipstream sim`'s engine: a deterministic discrete-event simulator of web transfers over a
+//! network of links and DropTail queues, with TCP Reno as ns2 models it (paper 003).
+//!
+//! No tokio, no clock, no randomness of its own: time is integer nanoseconds, every tie is
+//! broken by insertion order, and the same inputs give the same outputs. The TCP code
+//! ([`tcp`]) is a pair of pure state machines that the network engine ([`net`]) drives.
+
+pub mod net;
+pub mod tcp;
+pub mod time;
+
+pub use net::{LinkSpec, Network, NodeId, Transfer, TransferResult};
+pub use tcp::TcpConfig;

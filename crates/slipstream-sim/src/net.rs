@@ -1,0 +1,400 @@
+//! The network: nodes, directed links with a capacity, a propagation delay and a DropTail
+//! queue, static shortest-path routing, and the event loop that runs TCP transfers over them.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use crate::tcp::{Action, Sender, Sink, TcpConfig};
+use crate::time::{transmission, Nanos};
+
+/// A node of the topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+/// One direction of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkSpec {
+    /// Capacity in bits per second.
+    pub bits_per_second: u64,
+    /// Propagation delay.
+    pub delay: Nanos,
+    /// DropTail limit: packets waiting, not counting the one being transmitted (ns-2's
+    /// `queue-limit`).
+    pub queue_limit: usize,
+}
+
+/// A web transfer: `bytes` from `server` to `client` over one fresh TCP connection, starting at
+/// `start` (paper 003: only the data transfer is modelled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transfer {
+    /// Caller's identifier, echoed in the result.
+    pub id: u64,
+    /// Sending node.
+    pub server: NodeId,
+    /// Receiving node.
+    pub client: NodeId,
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Start time.
+    pub start: Nanos,
+}
+
+/// When a transfer finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferResult {
+    /// The transfer.
+    pub transfer: Transfer,
+    /// Segments sent (first transmissions).
+    pub segments: u32,
+    /// When the client had every byte in order (ns-2 reference: `t_rx`).
+    pub received: Nanos,
+    /// When the server got the last ACK (`t_ack`).
+    pub acked: Nanos,
+    /// Segments retransmitted.
+    pub retransmissions: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Packet {
+    flow: u32,
+    /// Data segment number, or ACK value.
+    value: i64,
+    is_ack: bool,
+    bytes: u32,
+    dst: NodeId,
+}
+
+#[derive(Debug)]
+struct Link {
+    to: NodeId,
+    spec: LinkSpec,
+    queue: VecDeque<Packet>,
+    busy: bool,
+    drops: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    Start(u32),
+    TxDone(u32),
+    Arrive(NodeId, Packet),
+    Timeout(u32, u64),
+}
+
+struct Flow {
+    transfer: Transfer,
+    sender: Sender,
+    sink: Sink,
+    segments: u32,
+    received: Option<Nanos>,
+    acked: Option<Nanos>,
+}
+
+/// A topology. Build it, then [`Network::run`] transfers over it.
+#[derive(Debug, Default)]
+pub struct Network {
+    nodes: u32,
+    links: Vec<(NodeId, NodeId, LinkSpec)>,
+}
+
+/// A scenario that cannot run.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NetError {
+    /// No route between two nodes.
+    #[error("no route from node {from} to node {to}")]
+    NoRoute {
+        /// Source.
+        from: u32,
+        /// Destination.
+        to: u32,
+    },
+    /// A node that does not exist.
+    #[error("node {0} does not exist")]
+    NoNode(u32),
+}
+
+impl Network {
+    /// Adds a node.
+    pub fn node(&mut self) -> NodeId {
+        self.nodes += 1;
+        NodeId(self.nodes - 1)
+    }
+
+    /// Adds a link in each direction with the same properties (ns-2's `duplex-link`).
+    pub fn duplex(&mut self, a: NodeId, b: NodeId, spec: LinkSpec) {
+        self.links.push((a, b, spec));
+        self.links.push((b, a, spec));
+    }
+
+    /// Next-hop link index for every (node, destination), by fewest hops; ties go to the link
+    /// added first, so routes never depend on anything but the topology.
+    fn routes(&self) -> Vec<Vec<Option<u32>>> {
+        let n = self.nodes as usize;
+        let mut next = vec![vec![None; n]; n];
+        for dst in 0..n {
+            // Breadth-first search backwards from the destination.
+            let mut dist = vec![usize::MAX; n];
+            dist[dst] = 0;
+            let mut frontier = VecDeque::from([dst]);
+            while let Some(v) = frontier.pop_front() {
+                for (i, (from, to, _)) in self.links.iter().enumerate() {
+                    let (from, to) = (from.0 as usize, to.0 as usize);
+                    if to == v && dist[from] == usize::MAX {
+                        dist[from] = dist[v] + 1;
+                        next[from][dst] = Some(i as u32);
+                        frontier.push_back(from);
+                    }
+                }
+            }
+        }
+        next
+    }
+
+    /// Runs `transfers` with TCP parameters `tcp` until all complete or `until` passes. Returns
+    /// one result per completed transfer, in completion order, and the packets dropped.
+    pub fn run(
+        &self,
+        transfers: &[Transfer],
+        tcp: TcpConfig,
+        until: Nanos,
+    ) -> Result<Run, NetError> {
+        let routes = self.routes();
+        for t in transfers {
+            for node in [t.server, t.client] {
+                if node.0 >= self.nodes {
+                    return Err(NetError::NoNode(node.0));
+                }
+            }
+            if t.server != t.client && routes[t.server.0 as usize][t.client.0 as usize].is_none() {
+                return Err(NetError::NoRoute {
+                    from: t.server.0,
+                    to: t.client.0,
+                });
+            }
+        }
+        let mut sim = Sim {
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            events: Vec::new(),
+            free: Vec::new(),
+            links: self
+                .links
+                .iter()
+                .map(|(_, to, spec)| Link {
+                    to: *to,
+                    spec: *spec,
+                    queue: VecDeque::new(),
+                    busy: false,
+                    drops: 0,
+                })
+                .collect(),
+            routes,
+            flows: transfers
+                .iter()
+                .map(|t| {
+                    let segments = tcp.segments(t.bytes);
+                    Flow {
+                        transfer: *t,
+                        sender: Sender::new(tcp, segments),
+                        sink: Sink::default(),
+                        segments,
+                        received: None,
+                        acked: None,
+                    }
+                })
+                .collect(),
+            tcp,
+            results: Vec::new(),
+            events_processed: 0,
+        };
+        for (i, t) in transfers.iter().enumerate() {
+            sim.schedule(t.start, Event::Start(i as u32));
+        }
+        sim.run(until);
+        Ok(Run {
+            drops: sim.links.iter().map(|l| l.drops).sum(),
+            events: sim.events_processed,
+            results: sim.results,
+        })
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// Completed transfers, in completion order.
+    pub results: Vec<TransferResult>,
+    /// Packets dropped at full queues.
+    pub drops: u64,
+    /// Events processed (for speed measurements).
+    pub events: u64,
+}
+
+struct Sim {
+    now: Nanos,
+    seq: u64,
+    heap: BinaryHeap<Reverse<(Nanos, u64, u32)>>,
+    events: Vec<Option<Event>>,
+    free: Vec<u32>,
+    links: Vec<Link>,
+    routes: Vec<Vec<Option<u32>>>,
+    flows: Vec<Flow>,
+    tcp: TcpConfig,
+    results: Vec<TransferResult>,
+    events_processed: u64,
+}
+
+impl Sim {
+    fn schedule(&mut self, at: Nanos, event: Event) {
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.events[i as usize] = Some(event);
+                i
+            }
+            None => {
+                self.events.push(Some(event));
+                (self.events.len() - 1) as u32
+            }
+        };
+        self.seq += 1;
+        self.heap.push(Reverse((at, self.seq, slot)));
+    }
+
+    fn run(&mut self, until: Nanos) {
+        let mut actions = Vec::new();
+        while let Some(Reverse((at, _, slot))) = self.heap.pop() {
+            if at > until {
+                break;
+            }
+            self.now = at;
+            self.events_processed += 1;
+            let Some(event) = self.events[slot as usize].take() else {
+                continue;
+            };
+            self.free.push(slot);
+            match event {
+                Event::Start(f) => {
+                    self.flows[f as usize].sender.start(self.now, &mut actions);
+                    self.apply(f, &mut actions);
+                }
+                Event::Timeout(f, generation) => {
+                    self.flows[f as usize]
+                        .sender
+                        .on_timeout(generation, self.now, &mut actions);
+                    self.apply(f, &mut actions);
+                }
+                Event::TxDone(link) => self.tx_done(link),
+                Event::Arrive(node, packet) => self.arrive(node, packet, &mut actions),
+            }
+        }
+    }
+
+    /// Carries out a sender's actions.
+    fn apply(&mut self, f: u32, actions: &mut Vec<Action>) {
+        for action in actions.drain(..) {
+            let flow = &self.flows[f as usize];
+            let (server, client) = (flow.transfer.server, flow.transfer.client);
+            match action {
+                Action::Send { seq, .. } => {
+                    let packet = Packet {
+                        flow: f,
+                        value: i64::from(seq),
+                        is_ack: false,
+                        bytes: self.tcp.segment_bytes(),
+                        dst: client,
+                    };
+                    self.forward(server, packet);
+                }
+                Action::Timer { at, generation } => {
+                    self.schedule(at, Event::Timeout(f, generation))
+                }
+                Action::Done => {
+                    let flow = &mut self.flows[f as usize];
+                    flow.acked = Some(self.now);
+                    self.results.push(TransferResult {
+                        transfer: flow.transfer,
+                        segments: flow.segments,
+                        received: flow.received.unwrap_or(self.now),
+                        acked: self.now,
+                        retransmissions: flow.sender.retransmissions(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Puts a packet at `node` on its way to `packet.dst`.
+    fn forward(&mut self, node: NodeId, packet: Packet) {
+        if node == packet.dst {
+            self.schedule(self.now, Event::Arrive(node, packet));
+            return;
+        }
+        let Some(link) = self.routes[node.0 as usize][packet.dst.0 as usize] else {
+            return;
+        };
+        let l = &mut self.links[link as usize];
+        if l.busy {
+            // The head of the queue is the packet on the wire; the limit counts the others.
+            if l.queue.len() > l.spec.queue_limit {
+                l.drops += 1;
+                return;
+            }
+            l.queue.push_back(packet);
+        } else {
+            l.busy = true;
+            l.queue.push_front(packet);
+            let done = self.now + transmission(packet.bytes, l.spec.bits_per_second);
+            self.schedule(done, Event::TxDone(link));
+        }
+    }
+
+    /// A link finished transmitting its head packet: it propagates, and the next one starts.
+    fn tx_done(&mut self, link: u32) {
+        let l = &mut self.links[link as usize];
+        let Some(packet) = l.queue.pop_front() else {
+            l.busy = false;
+            return;
+        };
+        let (to, delay) = (l.to, l.spec.delay);
+        let next = l
+            .queue
+            .front()
+            .map(|p| transmission(p.bytes, l.spec.bits_per_second));
+        match next {
+            Some(tx) => self.schedule(self.now + tx, Event::TxDone(link)),
+            None => self.links[link as usize].busy = false,
+        }
+        self.schedule(self.now + delay, Event::Arrive(to, packet));
+    }
+
+    fn arrive(&mut self, node: NodeId, packet: Packet, actions: &mut Vec<Action>) {
+        if node != packet.dst {
+            self.forward(node, packet);
+            return;
+        }
+        let f = packet.flow;
+        let flow = &mut self.flows[f as usize];
+        if packet.is_ack {
+            flow.sender.on_ack(packet.value, self.now, actions);
+            self.apply(f, actions);
+        } else {
+            let ack = flow.sink.on_segment(packet.value as u32);
+            if flow.received.is_none() && flow.sink.in_order() >= flow.segments {
+                flow.received = Some(self.now);
+            }
+            let reply = Packet {
+                flow: f,
+                value: ack,
+                is_ack: true,
+                bytes: self.tcp.header_bytes,
+                dst: flow.transfer.server,
+            };
+            let client = flow.transfer.client;
+            self.forward(client, reply);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

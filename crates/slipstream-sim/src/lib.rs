@@ -6,6 +6,7 @@
 //! ([`tcp`]) is a pair of pure state machines that the network engine ([`net`]) drives.
 
 pub mod net;
+pub mod reference;
 pub mod tcp;
 pub mod time;
 

@@ -18,8 +18,8 @@ pub struct LinkSpec {
     pub bits_per_second: u64,
     /// Propagation delay.
     pub delay: Nanos,
-    /// DropTail limit: packets waiting, not counting the one being transmitted (ns-2's
-    /// `queue-limit`).
+    /// DropTail limit as ns-2's `queue-limit`: at most `queue_limit - 1` packets wait behind the
+    /// one being transmitted.
     pub queue_limit: usize,
 }
 
@@ -301,7 +301,7 @@ impl Sim {
                         flow: f,
                         value: i64::from(seq),
                         is_ack: false,
-                        bytes: self.tcp.segment_bytes(),
+                        bytes: self.tcp.segment_bytes(seq),
                         dst: client,
                     };
                     self.forward(server, packet);
@@ -335,8 +335,10 @@ impl Sim {
         };
         let l = &mut self.links[link as usize];
         if l.busy {
-            // The head of the queue is the packet on the wire; the limit counts the others.
-            if l.queue.len() > l.spec.queue_limit {
+            // ns-2's DropTail drops when `length + 1 >= limit` (drop-tail.cc), where the length
+            // counts waiting packets; the head of our queue is the packet on the wire.
+            let waiting = l.queue.len() - 1;
+            if waiting + 1 >= l.spec.queue_limit {
                 l.drops += 1;
                 return;
             }

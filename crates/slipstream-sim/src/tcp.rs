@@ -42,6 +42,12 @@ pub struct TcpConfig {
     pub limited_transmit: bool,
     /// `boot_time_`: the phase of the TCP clock, which shifts how RTTs round to ticks.
     pub boot_time: Nanos,
+    /// `delay_growth_`: the ACK of segment 0 stands for the handshake, so the window stays at
+    /// `windowInit_` until then (ns-2 sets it back on that ACK).
+    pub delay_growth: bool,
+    /// ns-2 sends segment 0 as `packetSize_` bytes on the wire, without the header its other
+    /// segments carry (seen in its packet traces); modelled so both engines time it alike.
+    pub first_segment_without_header: bool,
 }
 
 impl TcpConfig {
@@ -61,6 +67,8 @@ impl TcpConfig {
             precision_reduce: true,
             limited_transmit: true,
             boot_time: 0,
+            delay_growth: true,
+            first_segment_without_header: true,
         }
     }
 
@@ -75,9 +83,13 @@ impl TcpConfig {
         }
     }
 
-    /// Bytes on the wire of a data segment.
-    pub fn segment_bytes(&self) -> u32 {
-        self.payload_bytes + self.header_bytes
+    /// Bytes on the wire of data segment `seq`.
+    pub fn segment_bytes(&self, seq: u32) -> u32 {
+        if seq == 0 && self.first_segment_without_header {
+            self.payload_bytes
+        } else {
+            self.payload_bytes + self.header_bytes
+        }
     }
 
     /// Segments needed for `bytes` of payload (at least one).
@@ -383,6 +395,9 @@ impl Sender {
             // recv_newack_helper
             self.newack(ack, now, out);
             self.opencwnd();
+            if self.last_ack == 0 && self.cfg.delay_growth {
+                self.cwnd = f64::from(self.window_init);
+            }
             if self.highest_ack >= self.total - 1 {
                 self.done = true;
                 self.cancel_rtx_timer();

@@ -7,6 +7,7 @@ mod demo;
 mod experiment_cmd;
 mod proxy_cmd;
 mod serve;
+mod sim_cmd;
 mod units;
 mod workload_cmd;
 
@@ -30,6 +31,8 @@ enum Command {
     Proxy(proxy_cmd::Args),
     /// Load-test an HTTP server: closed loop with N clients, or open loop at a rate.
     Bench(bench_cmd::Args),
+    /// The packet-level simulator of web transfers (paper 003).
+    Sim(sim_cmd::Args),
     /// Replay a trace through cache policies without a network; print hit ratios.
     Cachesim(cachesim_cmd::Args),
     /// Generate workloads: paper 002's Table 1 file set, request traces, URL lists.
@@ -53,6 +56,7 @@ fn main() -> std::process::ExitCode {
         Command::Proxy(args) => proxy_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Cachesim(args) => cachesim_cmd::run(args),
+        Command::Sim(args) => sim_cmd::run(args),
         Command::Workload(args) => workload_cmd::run(args),
         Command::Experiment(args) => experiment_cmd::run(args),
     };

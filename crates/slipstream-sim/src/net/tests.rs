@@ -30,7 +30,8 @@ fn one_segment_from_the_origin_takes_propagation_plus_transmission() {
         .run(&[t], TcpConfig::ns2_235(), 100 * SECOND)
         .expect("runs");
     let r = run.results[0];
-    let data_tx = transmission(552, 10_000_000);
+    // Segment 0 is 512 bytes on the wire (ns-2's first segment carries no header).
+    let data_tx = transmission(512, 10_000_000);
     let ack_tx = transmission(40, 10_000_000);
     assert_eq!(r.received - SECOND, 36 * MILLI + 3 * data_tx);
     assert_eq!(r.acked - SECOND, 72 * MILLI + 3 * data_tx + 3 * ack_tx);
@@ -52,7 +53,10 @@ fn back_to_back_segments_are_spaced_by_the_bottleneck() {
         .run(&[t], TcpConfig::ns2_235(), 100 * SECOND)
         .expect("runs")
         .results[0];
-    assert_eq!(r.received, MILLI + 2 * transmission(552, 10_000_000));
+    assert_eq!(
+        r.received,
+        MILLI + transmission(512, 10_000_000) + transmission(552, 10_000_000)
+    );
 }
 
 #[test]

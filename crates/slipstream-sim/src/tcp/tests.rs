@@ -51,15 +51,15 @@ fn run(segments: u32, one_way: Nanos, drop: &[u32]) -> (Nanos, Sender) {
 
 #[test]
 fn slow_start_takes_the_expected_number_of_round_trips() {
-    // windowInit 2, +1 per ACK: windows 2, 4, 8, 16, then capped at window_ 20.
+    // windowInit 2; the ACK of segment 0 puts cwnd back to 2 (delay_growth_), then +1 per
+    // ACK. Round trips send 2, 3 (segments 2-4), 5 (5-9), 9 (10-18), then up to 20.
     let rtt = 100 * MILLI;
     assert_eq!(run(1, rtt / 2, &[]).0, rtt);
     assert_eq!(run(2, rtt / 2, &[]).0, rtt);
-    assert_eq!(run(6, rtt / 2, &[]).0, 2 * rtt);
-    assert_eq!(run(14, rtt / 2, &[]).0, 3 * rtt);
-    assert_eq!(run(30, rtt / 2, &[]).0, 4 * rtt);
-    // After 30 segments the window is at the 20-segment cap: 20 per round trip.
-    assert_eq!(run(70, rtt / 2, &[]).0, 6 * rtt);
+    assert_eq!(run(5, rtt / 2, &[]).0, 2 * rtt);
+    assert_eq!(run(6, rtt / 2, &[]).0, 3 * rtt);
+    assert_eq!(run(10, rtt / 2, &[]).0, 3 * rtt);
+    assert_eq!(run(19, rtt / 2, &[]).0, 4 * rtt);
 }
 
 #[test]

@@ -1,0 +1,120 @@
+//! `slipstream sim`: the packet-level simulator (paper 003).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use slipstream_sim::reference::{self, Chain};
+use slipstream_sim::TcpConfig;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Sub,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Sub {
+    /// Replay a workload in the ns-2 reference model's format (`id start_s src size_bytes`) on
+    /// paper 003's chain, printing per-transfer results in the reference's columns.
+    Replay(Replay),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Replay {
+    /// Workload file.
+    pub workload: PathBuf,
+    /// TCP defaults of this ns-2 era: 2.35 (minrto 0.2 s, initial RTO 3 s) or 2.26 (1 s, 6 s).
+    #[arg(long, default_value = "2.35")]
+    pub era: String,
+    /// DropTail limit on every link, in packets.
+    #[arg(long, default_value_t = 100)]
+    pub qlim: usize,
+    /// Link capacities L1 (client-child), L2 (child-parent), L3 (parent-origin), as ns-2 writes
+    /// them: 10Mb, 1.5Mb, 100kb.
+    #[arg(long, value_parser = bandwidth, default_value = "10Mb")]
+    pub c1: u64,
+    #[arg(long, value_parser = bandwidth, default_value = "10Mb")]
+    pub c2: u64,
+    #[arg(long, value_parser = bandwidth, default_value = "10Mb")]
+    pub c3: u64,
+    /// Link delays L1, L2, L3, e.g. 1ms.
+    #[arg(long, value_parser = crate::units::duration, default_value = "1ms")]
+    pub d1: std::time::Duration,
+    #[arg(long, value_parser = crate::units::duration, default_value = "5ms")]
+    pub d2: std::time::Duration,
+    #[arg(long, value_parser = crate::units::duration, default_value = "30ms")]
+    pub d3: std::time::Duration,
+    /// Write the results here instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let Sub::Replay(r) = args.command;
+    let tcp = match r.era.as_str() {
+        "2.35" => TcpConfig::ns2_235(),
+        "2.26" => TcpConfig::ns2_226(),
+        other => anyhow::bail!("--era must be 2.35 or 2.26, not `{other}`"),
+    };
+    let text = std::fs::read_to_string(&r.workload)
+        .with_context(|| format!("cannot read {}", r.workload.display()))?;
+    let jobs = reference::parse(&text, &r.workload.display().to_string())?;
+    let mut chain = Chain::default();
+    for (link, (bps, delay)) in
+        chain
+            .links
+            .iter_mut()
+            .zip([(r.c1, r.d1), (r.c2, r.d2), (r.c3, r.d3)])
+    {
+        link.queue_limit = r.qlim;
+        link.bits_per_second = bps;
+        link.delay = delay.as_nanos() as u64;
+    }
+    let started = std::time::Instant::now();
+    let run = reference::run(&chain, tcp, &jobs, reference::GRACE);
+    let elapsed = started.elapsed();
+    let out = reference::format(&run, &jobs);
+    match &r.out {
+        Some(path) => {
+            std::fs::write(path, out).with_context(|| format!("cannot write {}", path.display()))?
+        }
+        None => print!("{out}"),
+    }
+    eprintln!(
+        "{} of {} transfers completed, {} drops, {} events in {:.3} s ({:.1} M events/s)",
+        run.results.len(),
+        jobs.len(),
+        run.drops,
+        run.events,
+        elapsed.as_secs_f64(),
+        run.events as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6
+    );
+    Ok(())
+}
+
+/// Parses a bandwidth as ns-2 writes it: a number with `b`, `kb`, `Mb` or `Gb` (bits per second).
+fn bandwidth(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a bandwidth (try 10Mb, 1.5Mb, 100kb)"))?;
+    let mult = match unit {
+        "" | "b" | "bps" => 1.0,
+        "kb" | "Kb" | "kbps" => 1e3,
+        "Mb" | "mb" | "Mbps" => 1e6,
+        "Gb" | "gb" | "Gbps" => 1e9,
+        other => {
+            return Err(format!(
+                "unknown bandwidth unit `{other}` in `{s}` (use b, kb, Mb, Gb)"
+            ))
+        }
+    };
+    if n <= 0.0 {
+        return Err(format!("`{s}`: a bandwidth must be positive"));
+    }
+    Ok((n * mult).round() as u64)
+}

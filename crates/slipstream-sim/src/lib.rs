@@ -6,7 +6,9 @@
 //! ([`tcp`]) is a pair of pure state machines that the network engine ([`net`]) drives.
 
 pub mod net;
+pub mod output;
 pub mod reference;
+pub mod scenario;
 pub mod tcp;
 pub mod time;
 

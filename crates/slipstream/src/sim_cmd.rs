@@ -7,9 +7,15 @@ use slipstream_sim::reference::{self, Chain};
 use slipstream_sim::TcpConfig;
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    /// Scenario file (TOML; an empty file is paper 003's baseline).
+    pub scenario: Option<PathBuf>,
+    /// Directory for transfers.csv and summary.json.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     #[command(subcommand)]
-    pub command: Sub,
+    pub command: Option<Sub>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -50,7 +56,47 @@ pub struct Replay {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let Sub::Replay(r) = args.command;
+    match (args.command, args.scenario) {
+        (Some(Sub::Replay(r)), _) => replay(r),
+        (None, Some(scenario)) => run_scenario(&scenario, args.out.as_deref()),
+        (None, None) => anyhow::bail!("give a scenario file (slipstream sim SCENARIO.toml --out DIR) or a subcommand (see --help)"),
+    }
+}
+
+fn run_scenario(path: &std::path::Path, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let plan = slipstream_sim::scenario::Scenario::load(path)?;
+    let started = std::time::Instant::now();
+    let run = reference::run(&plan.chain, plan.tcp, &plan.jobs, reference::GRACE);
+    let wall = started.elapsed().as_secs_f64();
+    let (csv, summary) = slipstream_sim::output::summarise(&plan.name, &plan.jobs, &run, wall);
+    println!(
+        "{:<8} {:>6} {:>10} {:>10} {:>10} {:>10}",
+        "source", "n", "mean s", "median s", "p90 s", "max s"
+    );
+    for (name, s) in [
+        ("child", &summary.child),
+        ("parent", &summary.parent),
+        ("origin", &summary.origin),
+        ("all", &summary.all),
+    ] {
+        println!(
+            "{name:<8} {:>6} {:>10.4} {:>10.4} {:>10.4} {:>10.4}",
+            s.n, s.mean_s, s.median_s, s.p90_s, s.max_s
+        );
+    }
+    eprintln!(
+        "{} of {} transfers, {} drops, {} events in {wall:.3} s",
+        summary.completed, summary.transfers, summary.drops, summary.events
+    );
+    if let Some(dir) = out {
+        slipstream_sim::output::write(dir, &csv, &summary)
+            .with_context(|| format!("cannot write results under {}", dir.display()))?;
+        eprintln!("wrote {}/transfers.csv and summary.json", dir.display());
+    }
+    Ok(())
+}
+
+fn replay(r: Replay) -> anyhow::Result<()> {
     let tcp = match r.era.as_str() {
         "2.35" => TcpConfig::ns2_235(),
         "2.26" => TcpConfig::ns2_226(),
@@ -92,29 +138,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Parses a bandwidth as ns-2 writes it: a number with `b`, `kb`, `Mb` or `Gb` (bits per second).
 fn bandwidth(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a bandwidth (try 10Mb, 1.5Mb, 100kb)"))?;
-    let mult = match unit {
-        "" | "b" | "bps" => 1.0,
-        "kb" | "Kb" | "kbps" => 1e3,
-        "Mb" | "mb" | "Mbps" => 1e6,
-        "Gb" | "gb" | "Gbps" => 1e9,
-        other => {
-            return Err(format!(
-                "unknown bandwidth unit `{other}` in `{s}` (use b, kb, Mb, Gb)"
-            ))
-        }
-    };
-    if n <= 0.0 {
-        return Err(format!("`{s}`: a bandwidth must be positive"));
-    }
-    Ok((n * mult).round() as u64)
+    slipstream_sim::scenario::bandwidth(s)
 }

@@ -159,3 +159,57 @@ fn cachesim_reports_malformed_traces_by_line() {
     std::fs::write(&trace, "time_s\tkey\tsize_bytes\n0\t/a\t10\n1\t/b\tmany\n").expect("write");
     fails_with(&["cachesim", trace.to_str().expect("utf-8")], "bad.tsv:3");
 }
+
+#[test]
+fn sim_runs_a_scenario_and_writes_its_results() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = dir.path().join("small.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"small\"\n[workload]\ntransfers = 200\nrate = 20\n",
+    )
+    .expect("write");
+    let out = dir.path().join("out");
+    let run = bin()
+        .args([
+            "sim",
+            scenario.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+        ])
+        .output()
+        .expect("run");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let csv = std::fs::read_to_string(out.join("transfers.csv")).expect("csv");
+    assert!(csv.starts_with("id,source,size_bytes,start_s,end_s,latency_s"));
+    assert_eq!(csv.lines().count(), 201);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).expect("json"))
+            .expect("valid json");
+    assert_eq!(summary["completed"], 200);
+    let child = summary["child"]["mean_s"].as_f64().expect("mean");
+    let origin = summary["origin"]["mean_s"].as_f64().expect("mean");
+    assert!(
+        child < origin,
+        "a child hit is faster than an origin transfer ({child} vs {origin})"
+    );
+}
+
+#[test]
+fn sim_reports_malformed_scenarios_by_file_line_and_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = dir.path().join("bad.toml");
+    std::fs::write(
+        &scenario,
+        "[topology]\nqueue = 100\ndelay = [\"1ms\", \"soon\", \"30ms\"]\n",
+    )
+    .expect("write");
+    fails_with(
+        &["sim", scenario.to_str().expect("utf-8")],
+        "bad.toml:3: topology.delay: `soon` is not a delay",
+    );
+}

@@ -1,0 +1,490 @@
+//! Scenario files (`experiments/003/*.toml`): the topology of paper 003's Figure 1, TCP
+//! settings, a workload (synthetic, with the paper's Table 2 statistics, or a workload file),
+//! and the hit stage that decides which level serves each transfer (probabilistic hit ratios,
+//! as in the paper). Every field has a default: an empty file is the paper's baseline.
+//!
+//! Errors name the file, the line and the field.
+
+use std::path::{Path, PathBuf};
+
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Exp, LogNormal};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::net::LinkSpec;
+use crate::reference::{Chain, Job};
+use crate::tcp::TcpConfig;
+use crate::time::{Nanos, MILLI};
+
+/// A scenario as written.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Scenario {
+    /// Name used in outputs.
+    pub name: Option<String>,
+    /// Seed of the workload and hit-stage RNG: the same seed gives the same run.
+    pub seed: u64,
+    /// Links of the chain.
+    pub topology: Topology,
+    /// TCP settings.
+    pub tcp: Tcp,
+    /// Transfers to run.
+    pub workload: Workload,
+    /// Which level serves each transfer.
+    pub hits: Hits,
+}
+
+/// The chain client – child – parent – origin (paper 003 Figure 1).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Topology {
+    /// Capacities of L1, L2, L3, as ns-2 writes them ("10Mb").
+    pub capacity: Spanned<Vec<String>>,
+    /// Propagation delays of L1, L2, L3 ("1ms").
+    pub delay: Spanned<Vec<String>>,
+    /// DropTail limit on every link, packets (paper 003: 100).
+    pub queue: Spanned<i64>,
+}
+
+/// TCP settings (ns-2 `Agent/TCP` names in the docs).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tcp {
+    /// Defaults of ns-2 era "2.35" or "2.26".
+    pub era: Spanned<String>,
+    /// `packetSize_` (paper 003: 512).
+    pub segment_bytes: Spanned<i64>,
+    /// `window_`.
+    pub window: Spanned<i64>,
+    /// `windowInit_`.
+    pub window_init: Spanned<i64>,
+}
+
+/// The transfers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Workload {
+    /// Number of transfers (paper 003: 5,000).
+    pub transfers: Spanned<i64>,
+    /// Poisson arrival rate per second (paper 003 Table 1: 10, 20, 40, 80).
+    pub rate: Spanned<f64>,
+    /// A workload file in the ns-2 reference format (`id start_s src size`); replaces the
+    /// synthetic workload and the hit stage (the file names the source of each transfer).
+    pub file: Option<Spanned<PathBuf>>,
+    /// Size model: lognormal body mean and standard deviation (bytes), Pareto tail above
+    /// `tail_k` with shape `tail_alpha`, capped at `max_size` (ProWGen-like; the defaults give
+    /// Table 2's median ≈ 3.9 KB and mean ≈ 10 KB, as the ns-2 reference model does).
+    pub body_mean: f64,
+    /// See `body_mean`.
+    pub body_sd: f64,
+    /// See `body_mean`.
+    pub tail_k: f64,
+    /// See `body_mean`.
+    pub tail_alpha: f64,
+    /// See `body_mean`.
+    pub max_size: f64,
+}
+
+/// The hit stage: the probability that the child or the parent serves a transfer (paper 003:
+/// HR1, HR2 as shares of all client requests).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Hits {
+    /// HR1 (paper 003 Table 1: 0.2, 0.3, 0.4).
+    pub child: Spanned<f64>,
+    /// HR2 (0.07, 0.10, 0.15).
+    pub parent: Spanned<f64>,
+}
+
+fn spanned<T>(v: T) -> Spanned<T> {
+    Spanned::new(0..0, v)
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Topology {
+            capacity: spanned(vec!["10Mb".into(), "10Mb".into(), "10Mb".into()]),
+            delay: spanned(vec!["1ms".into(), "5ms".into(), "30ms".into()]),
+            queue: spanned(100),
+        }
+    }
+}
+
+impl Default for Tcp {
+    fn default() -> Self {
+        Tcp {
+            era: spanned("2.35".into()),
+            segment_bytes: spanned(512),
+            window: spanned(20),
+            window_init: spanned(2),
+        }
+    }
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            transfers: spanned(5000),
+            rate: spanned(10.0),
+            file: None,
+            body_mean: 7000.0,
+            body_sd: 11000.0,
+            tail_k: 10000.0,
+            tail_alpha: 1.2,
+            max_size: 1_490_000.0,
+        }
+    }
+}
+
+impl Default for Hits {
+    fn default() -> Self {
+        Hits {
+            child: spanned(0.40),
+            parent: spanned(0.15),
+        }
+    }
+}
+
+/// A scenario file that cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// TOML syntax or a field of the wrong type or name.
+    #[error("{path}: {message}")]
+    Syntax {
+        /// The file.
+        path: String,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// A value out of range.
+    #[error("{path}:{line}: {field}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// 1-based line (0 when the value is a default).
+        line: usize,
+        /// Dotted field name.
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// The workload file is malformed.
+    #[error(transparent)]
+    Workload(#[from] crate::reference::ParseError),
+}
+
+/// A validated scenario, ready to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Name for outputs.
+    pub name: String,
+    /// The chain.
+    pub chain: Chain,
+    /// TCP parameters.
+    pub tcp: TcpConfig,
+    /// The transfers, with their sources.
+    pub jobs: Vec<Job>,
+}
+
+impl Scenario {
+    /// Reads and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Plan, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let scenario: Scenario = toml::from_str(&text).map_err(|e| ScenarioError::Syntax {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        scenario.plan(path, &text)
+    }
+
+    /// Validates a parsed scenario; `text` is the file's contents, for line numbers.
+    pub fn plan(&self, path: &Path, text: &str) -> Result<Plan, ScenarioError> {
+        let line_of = |span: std::ops::Range<usize>| {
+            if span.is_empty() && span.start == 0 {
+                0
+            } else {
+                text[..span.start.min(text.len())].matches('\n').count() + 1
+            }
+        };
+        let invalid = |field: &'static str, span: std::ops::Range<usize>, message: String| {
+            ScenarioError::Invalid {
+                path: path.display().to_string(),
+                line: line_of(span),
+                field,
+                message,
+            }
+        };
+        let t = &self.topology;
+        if t.capacity.get_ref().len() != 3 {
+            return Err(invalid(
+                "topology.capacity",
+                t.capacity.span(),
+                "give three capacities: L1, L2, L3".into(),
+            ));
+        }
+        if t.delay.get_ref().len() != 3 {
+            return Err(invalid(
+                "topology.delay",
+                t.delay.span(),
+                "give three delays: L1, L2, L3".into(),
+            ));
+        }
+        if *t.queue.get_ref() < 2 {
+            return Err(invalid(
+                "topology.queue",
+                t.queue.span(),
+                "must be at least 2 packets".into(),
+            ));
+        }
+        let mut links = [LinkSpec {
+            bits_per_second: 0,
+            delay: 0,
+            queue_limit: *t.queue.get_ref() as usize,
+        }; 3];
+        for (i, link) in links.iter_mut().enumerate() {
+            link.bits_per_second = bandwidth(&t.capacity.get_ref()[i])
+                .map_err(|m| invalid("topology.capacity", t.capacity.span(), m))?;
+            link.delay = delay(&t.delay.get_ref()[i])
+                .map_err(|m| invalid("topology.delay", t.delay.span(), m))?;
+        }
+        let mut tcp = match t_str(&self.tcp.era) {
+            "2.35" => TcpConfig::ns2_235(),
+            "2.26" => TcpConfig::ns2_226(),
+            other => {
+                return Err(invalid(
+                    "tcp.era",
+                    self.tcp.era.span(),
+                    format!("`{other}`: must be \"2.35\" or \"2.26\""),
+                ))
+            }
+        };
+        let positive = |v: &Spanned<i64>, field: &'static str| -> Result<u32, ScenarioError> {
+            u32::try_from(*v.get_ref())
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| invalid(field, v.span(), "must be a positive whole number".into()))
+        };
+        tcp.payload_bytes = positive(&self.tcp.segment_bytes, "tcp.segment_bytes")?;
+        tcp.window = positive(&self.tcp.window, "tcp.window")?;
+        tcp.window_init = positive(&self.tcp.window_init, "tcp.window_init")?;
+        let jobs = match &self.workload.file {
+            Some(file) => {
+                let resolved = path.parent().unwrap_or(Path::new(".")).join(file.get_ref());
+                let text = std::fs::read_to_string(&resolved).map_err(|e| {
+                    invalid(
+                        "workload.file",
+                        file.span(),
+                        format!("cannot read {}: {e}", resolved.display()),
+                    )
+                })?;
+                crate::reference::parse(&text, &resolved.display().to_string())?
+            }
+            None => {
+                let w = &self.workload;
+                let n = positive(&w.transfers, "workload.transfers")?;
+                let rate = *w.rate.get_ref();
+                if !(rate.is_finite() && rate > 0.0) {
+                    return Err(invalid(
+                        "workload.rate",
+                        w.rate.span(),
+                        "must be a positive number of requests per second".into(),
+                    ));
+                }
+                let (hr1, hr2) = (*self.hits.child.get_ref(), *self.hits.parent.get_ref());
+                if !(0.0..=1.0).contains(&hr1) {
+                    return Err(invalid(
+                        "hits.child",
+                        self.hits.child.span(),
+                        "must be between 0 and 1".into(),
+                    ));
+                }
+                if !(0.0..=1.0).contains(&hr2) || hr1 + hr2 > 1.0 {
+                    return Err(invalid(
+                        "hits.parent",
+                        self.hits.parent.span(),
+                        "must be between 0 and 1, and child + parent at most 1".into(),
+                    ));
+                }
+                synthetic(w, n, rate, hr1, hr2, self.seed)
+            }
+        };
+        Ok(Plan {
+            name: self.name.clone().unwrap_or_else(|| "scenario".into()),
+            chain: Chain { links },
+            tcp,
+            jobs,
+        })
+    }
+}
+
+fn t_str(s: &Spanned<String>) -> &str {
+    s.get_ref().as_str()
+}
+
+/// Poisson arrivals, ProWGen-like sizes, and a probabilistic source per transfer.
+fn synthetic(w: &Workload, n: u32, rate: f64, hr1: f64, hr2: f64, seed: u64) -> Vec<Job> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let gaps = Exp::new(rate).unwrap_or_else(|_| Exp::new(1.0).expect("1 is a valid rate"));
+    let sig2 = (1.0 + (w.body_sd / w.body_mean).powi(2)).ln();
+    let body = LogNormal::new(w.body_mean.ln() - sig2 / 2.0, sig2.sqrt())
+        .unwrap_or_else(|_| LogNormal::new(8.0, 1.0).expect("valid"));
+    let mut t = 0.0;
+    (0..n)
+        .map(|i| {
+            t += gaps.sample(&mut rng);
+            let u: f64 = rng.gen();
+            let src = if u < hr1 {
+                1
+            } else if u < hr1 + hr2 {
+                2
+            } else {
+                3
+            };
+            let mut size = body.sample(&mut rng);
+            if size > w.tail_k {
+                let v: f64 = rng.gen_range(1e-12..1.0);
+                size = w.tail_k * v.powf(-1.0 / w.tail_alpha);
+            }
+            let size = (size as u64).clamp(1, w.max_size as u64);
+            Job {
+                id: u64::from(i),
+                start_s: t,
+                src,
+                size,
+            }
+        })
+        .collect()
+}
+
+/// A bandwidth as ns-2 writes it: `10Mb`, `1.5Mb`, `100kb`, `1Gb`.
+pub fn bandwidth(s: &str) -> Result<u64, String> {
+    let (n, unit) =
+        number(s).ok_or_else(|| format!("`{s}` is not a bandwidth (try 10Mb, 1.5Mb, 100kb)"))?;
+    let mult = match unit {
+        "" | "b" | "bps" => 1.0,
+        "kb" | "Kb" | "kbps" => 1e3,
+        "Mb" | "mb" | "Mbps" => 1e6,
+        "Gb" | "gb" | "Gbps" => 1e9,
+        other => {
+            return Err(format!(
+                "unknown bandwidth unit `{other}` in `{s}` (use b, kb, Mb, Gb)"
+            ))
+        }
+    };
+    let v = (n * mult).round();
+    if v < 1.0 {
+        return Err(format!("`{s}`: a bandwidth must be positive"));
+    }
+    Ok(v as u64)
+}
+
+/// A delay: `1ms`, `30ms`, `0.5s`, `200us`.
+pub fn delay(s: &str) -> Result<Nanos, String> {
+    let (n, unit) = number(s).ok_or_else(|| format!("`{s}` is not a delay (try 1ms, 30ms)"))?;
+    let mult = match unit {
+        "ms" => MILLI as f64,
+        "s" => 1e9,
+        "us" | "µs" => 1e3,
+        "ns" => 1.0,
+        other => {
+            return Err(format!(
+                "unknown delay unit `{other}` in `{s}` (use s, ms, us, ns)"
+            ))
+        }
+    };
+    Ok((n * mult).round() as Nanos)
+}
+
+fn number(s: &str) -> Option<(f64, &str)> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    (n.is_finite() && n >= 0.0).then_some((n, unit.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(text: &str) -> Result<Plan, ScenarioError> {
+        let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
+            path: "s.toml".into(),
+            message: e.to_string(),
+        })?;
+        s.plan(Path::new("s.toml"), text)
+    }
+
+    #[test]
+    fn an_empty_file_is_the_papers_baseline() {
+        let p = plan("").expect("valid");
+        assert_eq!(p.jobs.len(), 5000);
+        assert_eq!(p.chain, Chain::default());
+        let child = p.jobs.iter().filter(|j| j.src == 1).count() as f64 / 5000.0;
+        assert!((child - 0.40).abs() < 0.03, "HR1 {child}");
+        let mut sizes: Vec<u64> = p.jobs.iter().map(|j| j.size).collect();
+        sizes.sort_unstable();
+        let median = sizes[2500];
+        assert!(
+            (3000..5000).contains(&median),
+            "median {median} (Table 2: 3,958)"
+        );
+        let rate = 5000.0 / p.jobs.last().expect("jobs").start_s;
+        assert!((rate - 10.0).abs() < 0.6, "rate {rate}");
+    }
+
+    #[test]
+    fn same_seed_same_workload() {
+        assert_eq!(
+            plan("seed = 4").expect("valid").jobs,
+            plan("seed = 4").expect("valid").jobs
+        );
+        assert_ne!(
+            plan("seed = 4").expect("valid").jobs,
+            plan("seed = 5").expect("valid").jobs
+        );
+    }
+
+    #[test]
+    fn errors_name_the_line_and_field() {
+        let e = plan("[workload]\ntransfers = 10\nrate = -3\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "s.toml:3: workload.rate: must be a positive number of requests per second"
+        );
+        let e = plan("[topology]\ncapacity = [\"10Mb\", \"fast\", \"10Mb\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("s.toml:2: topology.capacity: `fast` is not a bandwidth"),
+            "{e}"
+        );
+        let e = plan("[hits]\nchild = 0.9\nparent = 0.5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.toml:3: hits.parent"), "{e}");
+        let e = plan("[tcp]\nera = \"1999\"\n").unwrap_err().to_string();
+        assert!(e.starts_with("s.toml:2: tcp.era"), "{e}");
+        let e = plan("[workload]\nrat = 3\n").unwrap_err().to_string();
+        assert!(
+            e.contains("line 2") && e.contains("unknown field `rat`"),
+            "{e}"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 //! broken by insertion order, and the same inputs give the same outputs. The TCP code
 //! ([`tcp`]) is a pair of pure state machines that the network engine ([`net`]) drives.
 
+pub mod design;
 pub mod net;
 pub mod output;
 pub mod reference;

@@ -4,14 +4,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::net::Run;
 use crate::reference::Job;
 use crate::time::to_secs_f64;
 
 /// Latency statistics of one group of transfers, in seconds.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Stats {
     /// Transfers completed.
     pub n: usize,
@@ -30,7 +30,7 @@ pub struct Stats {
 }
 
 /// What `summary.json` holds.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     /// Scenario name.
     pub name: String,

@@ -23,6 +23,21 @@ pub enum Sub {
     /// Replay a workload in the ns-2 reference model's format (`id start_s src size_bytes`) on
     /// paper 003's chain, printing per-transfer results in the reference's columns.
     Replay(Replay),
+    /// Run a full-factorial design (e.g. experiments/003/table1.toml) on every core; finished
+    /// runs are kept, so an interrupted design resumes.
+    Design(Design),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Design {
+    /// Design file: `base = "scenario.toml"` and a `[factors]` table.
+    pub design: PathBuf,
+    /// Output directory: runs/NAME/{scenario.toml,transfers.csv,summary.json} and results.csv.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Parallel runs [default: one per core].
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -58,6 +73,7 @@ pub struct Replay {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match (args.command, args.scenario) {
         (Some(Sub::Replay(r)), _) => replay(r),
+        (Some(Sub::Design(d)), _) => design(d),
         (None, Some(scenario)) => run_scenario(&scenario, args.out.as_deref()),
         (None, None) => anyhow::bail!("give a scenario file (slipstream sim SCENARIO.toml --out DIR) or a subcommand (see --help)"),
     }
@@ -93,6 +109,44 @@ fn run_scenario(path: &std::path::Path, out: Option<&std::path::Path>) -> anyhow
             .with_context(|| format!("cannot write results under {}", dir.display()))?;
         eprintln!("wrote {}/transfers.csv and summary.json", dir.display());
     }
+    Ok(())
+}
+
+fn design(d: Design) -> anyhow::Result<()> {
+    use slipstream_sim::design;
+    let runs = design::expand(&d.design)?;
+    let threads = d
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let bar = indicatif::ProgressBar::new(runs.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} runs ({eta} left)",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let started = std::time::Instant::now();
+    let dir = d.design.parent().unwrap_or(std::path::Path::new("."));
+    let results = design::run_all(&runs, dir, &d.out, threads, &|done, _| {
+        bar.set_position(done as u64)
+    })?;
+    bar.finish_and_clear();
+    let csv = design::results_csv(&results);
+    std::fs::write(d.out.join("results.csv"), &csv)
+        .with_context(|| format!("cannot write {}", d.out.join("results.csv").display()))?;
+    let transfers: usize = results.iter().map(|(_, s)| s.completed).sum();
+    let sim_wall: f64 = results.iter().map(|(_, s)| s.wall_s).sum();
+    let events: u64 = results.iter().map(|(_, s)| s.events).sum();
+    eprintln!(
+        "{} runs ({} transfers, {} events) in {:.1} s wall on {threads} threads; simulation time summed over runs {:.1} s ({:.1} M events/s per thread)",
+        results.len(),
+        transfers,
+        events,
+        started.elapsed().as_secs_f64(),
+        sim_wall,
+        events as f64 / sim_wall.max(1e-9) / 1e6
+    );
+    eprintln!("results: {}", d.out.join("results.csv").display());
     Ok(())
 }
 

@@ -346,28 +346,29 @@ impl Sim {
         } else {
             l.busy = true;
             l.queue.push_front(packet);
-            let done = self.now + transmission(packet.bytes, l.spec.bits_per_second);
-            self.schedule(done, Event::TxDone(link));
+            self.start_transmission(link, packet);
         }
     }
 
-    /// A link finished transmitting its head packet: it propagates, and the next one starts.
+    /// A link finished transmitting its head packet (already on its way): the next one starts.
     fn tx_done(&mut self, link: u32) {
         let l = &mut self.links[link as usize];
-        let Some(packet) = l.queue.pop_front() else {
-            l.busy = false;
-            return;
-        };
-        let (to, delay) = (l.to, l.spec.delay);
-        let next = l
-            .queue
-            .front()
-            .map(|p| transmission(p.bytes, l.spec.bits_per_second));
-        match next {
-            Some(tx) => self.schedule(self.now + tx, Event::TxDone(link)),
-            None => self.links[link as usize].busy = false,
+        l.queue.pop_front();
+        match l.queue.front().copied() {
+            Some(next) => self.start_transmission(link, next),
+            None => l.busy = false,
         }
-        self.schedule(self.now + delay, Event::Arrive(to, packet));
+    }
+
+    /// Puts `packet` on the wire of `link` now. As ns-2's `LinkDelay::recv` does, the arrival at
+    /// the far end is scheduled first (at transmission + propagation) and the link's resume at
+    /// the end of transmission second, so that events at equal times run in ns-2's order.
+    fn start_transmission(&mut self, link: u32, packet: Packet) {
+        let l = &self.links[link as usize];
+        let tx = transmission(packet.bytes, l.spec.bits_per_second);
+        let (to, delay) = (l.to, l.spec.delay);
+        self.schedule(self.now + tx + delay, Event::Arrive(to, packet));
+        self.schedule(self.now + tx, Event::TxDone(link));
     }
 
     fn arrive(&mut self, node: NodeId, packet: Packet, actions: &mut Vec<Action>) {

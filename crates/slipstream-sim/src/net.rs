@@ -158,6 +158,17 @@ impl Network {
         tcp: TcpConfig,
         until: Nanos,
     ) -> Result<Run, NetError> {
+        self.run_traced(transfers, tcp, until, None)
+    }
+
+    /// [`Network::run`], recording every packet event into `trace` when given.
+    pub fn run_traced(
+        &self,
+        transfers: &[Transfer],
+        tcp: TcpConfig,
+        until: Nanos,
+        trace: Option<&mut Vec<TraceEvent>>,
+    ) -> Result<Run, NetError> {
         let routes = self.routes();
         for t in transfers {
             for node in [t.server, t.client] {
@@ -189,6 +200,7 @@ impl Network {
                     drops: 0,
                 })
                 .collect(),
+            links_from: self.links.iter().map(|(from, _, _)| from.0).collect(),
             routes,
             flows: transfers
                 .iter()
@@ -207,16 +219,60 @@ impl Network {
             tcp,
             results: Vec::new(),
             events_processed: 0,
+            trace: trace.is_some().then(Vec::new),
         };
         for (i, t) in transfers.iter().enumerate() {
             sim.schedule(t.start, Event::Start(i as u32));
         }
         sim.run(until);
+        if let (Some(out), Some(recorded)) = (trace, sim.trace.take()) {
+            *out = recorded;
+        }
         Ok(Run {
             drops: sim.links.iter().map(|l| l.drops).sum(),
             events: sim.events_processed,
             results: sim.results,
         })
+    }
+}
+
+/// One line of a packet trace, in ns-2's vocabulary: `+` enqueue, `-` start of transmission,
+/// `r` arrival at the far end, `d` drop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceEvent {
+    /// `+`, `-`, `r` or `d`.
+    pub kind: char,
+    /// When.
+    pub time: Nanos,
+    /// Link from node.
+    pub from: u32,
+    /// Link to node.
+    pub to: u32,
+    /// An ACK (else data).
+    pub is_ack: bool,
+    /// Bytes on the wire.
+    pub bytes: u32,
+    /// Transfer id.
+    pub flow: u64,
+    /// Segment number, or the ACK's value.
+    pub seq: i64,
+}
+
+impl std::fmt::Display for TraceEvent {
+    /// `KIND TIME FROM TO tcp|ack SIZE FLOW SEQ`, the fields of ns-2's trace lines that matter.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.is_ack { "ack" } else { "tcp" };
+        write!(
+            f,
+            "{} {:.6} {} {} {kind} {} {} {}",
+            self.kind,
+            crate::time::to_secs_f64(self.time),
+            self.from,
+            self.to,
+            self.bytes,
+            self.flow,
+            self.seq
+        )
     }
 }
 
@@ -238,14 +294,34 @@ struct Sim {
     events: Vec<Option<Event>>,
     free: Vec<u32>,
     links: Vec<Link>,
+    links_from: Vec<u32>,
     routes: Vec<Vec<Option<u32>>>,
     flows: Vec<Flow>,
     tcp: TcpConfig,
     results: Vec<TransferResult>,
     events_processed: u64,
+    trace: Option<Vec<TraceEvent>>,
 }
 
 impl Sim {
+    fn record(&mut self, kind: char, link: u32, packet: &Packet) {
+        let Some(trace) = self.trace.as_mut() else {
+            return;
+        };
+        let from = self.links_from[link as usize];
+        let l = &self.links[link as usize];
+        trace.push(TraceEvent {
+            kind,
+            time: self.now,
+            from,
+            to: l.to.0,
+            is_ack: packet.is_ack,
+            bytes: packet.bytes,
+            flow: self.flows[packet.flow as usize].transfer.id,
+            seq: packet.value,
+        });
+    }
+
     fn schedule(&mut self, at: Nanos, event: Event) {
         let slot = match self.free.pop() {
             Some(i) => {
@@ -333,6 +409,7 @@ impl Sim {
         let Some(link) = self.routes[node.0 as usize][packet.dst.0 as usize] else {
             return;
         };
+        self.record('+', link, &packet);
         let l = &mut self.links[link as usize];
         if l.busy {
             // ns-2's DropTail drops when `length + 1 >= limit` (drop-tail.cc), where the length
@@ -340,6 +417,7 @@ impl Sim {
             let waiting = l.queue.len() - 1;
             if waiting + 1 >= l.spec.queue_limit {
                 l.drops += 1;
+                self.record('d', link, &packet);
                 return;
             }
             l.queue.push_back(packet);
@@ -364,6 +442,7 @@ impl Sim {
     /// the far end is scheduled first (at transmission + propagation) and the link's resume at
     /// the end of transmission second, so that events at equal times run in ns-2's order.
     fn start_transmission(&mut self, link: u32, packet: Packet) {
+        self.record('-', link, &packet);
         let l = &self.links[link as usize];
         let tx = transmission(packet.bytes, l.spec.bits_per_second);
         let (to, delay) = (l.to, l.spec.delay);

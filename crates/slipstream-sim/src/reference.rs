@@ -118,6 +118,18 @@ pub fn parse(text: &str, source_name: &str) -> Result<Vec<Job>, ParseError> {
 
 /// Runs `jobs` on `chain`, stopping `grace` after the last start.
 pub fn run(chain: &Chain, tcp: TcpConfig, jobs: &[Job], grace: Nanos) -> Run {
+    run_traced(chain, tcp, jobs, grace, None)
+}
+
+/// [`run`], recording packet events into `trace` when given (nodes numbered as the reference
+/// model numbers them: 0 client, 1 child, 2 parent, 3 origin).
+pub fn run_traced(
+    chain: &Chain,
+    tcp: TcpConfig,
+    jobs: &[Job],
+    grace: Nanos,
+    trace: Option<&mut Vec<crate::net::TraceEvent>>,
+) -> Run {
     let mut net = Network::default();
     let nodes: [NodeId; 4] = [net.node(), net.node(), net.node(), net.node()];
     for (i, spec) in chain.links.iter().enumerate() {
@@ -135,11 +147,12 @@ pub fn run(chain: &Chain, tcp: TcpConfig, jobs: &[Job], grace: Nanos) -> Run {
         .collect();
     let last = transfers.iter().map(|t| t.start).max().unwrap_or(0);
     // Every node exists and the chain connects them, so the run cannot fail.
-    net.run(&transfers, tcp, last + grace).unwrap_or(Run {
-        results: Vec::new(),
-        drops: 0,
-        events: 0,
-    })
+    net.run_traced(&transfers, tcp, last + grace, trace)
+        .unwrap_or(Run {
+            results: Vec::new(),
+            drops: 0,
+            events: 0,
+        })
 }
 
 /// The results in the reference's output format, ordered by transfer id.

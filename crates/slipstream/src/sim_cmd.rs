@@ -68,6 +68,10 @@ pub struct Replay {
     /// Write the results here instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write a packet trace here (`+`/`-`/`d` TIME FROM TO tcp|ack SIZE FLOW SEQ, ns-2's fields
+    /// and node numbers), for comparing with ns-2's `trace=` output.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -171,8 +175,19 @@ fn replay(r: Replay) -> anyhow::Result<()> {
         link.delay = delay.as_nanos() as u64;
     }
     let started = std::time::Instant::now();
-    let run = reference::run(&chain, tcp, &jobs, reference::GRACE);
+    let mut trace = Vec::new();
+    let run = reference::run_traced(
+        &chain,
+        tcp,
+        &jobs,
+        reference::GRACE,
+        r.trace.as_ref().map(|_| &mut trace),
+    );
     let elapsed = started.elapsed();
+    if let Some(path) = &r.trace {
+        let text: String = trace.iter().map(|e| format!("{e}\n")).collect();
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let out = reference::format(&run, &jobs);
     match &r.out {
         Some(path) => {

@@ -11,9 +11,12 @@ use slipstream_sim::TcpConfig;
 pub struct Args {
     /// Scenario file (TOML; an empty file is paper 003's baseline).
     pub scenario: Option<PathBuf>,
-    /// Directory for transfers.csv and summary.json.
+    /// Directory for transfers.csv and summary.json (and latency.svg with --plot).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Also draw transfer latency against size in packets, by source (paper 003 Fig. 2).
+    #[arg(long, requires = "out")]
+    pub plot: bool,
     #[command(subcommand)]
     pub command: Option<Sub>,
 }
@@ -78,12 +81,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match (args.command, args.scenario) {
         (Some(Sub::Replay(r)), _) => replay(r),
         (Some(Sub::Design(d)), _) => design(d),
-        (None, Some(scenario)) => run_scenario(&scenario, args.out.as_deref()),
+        (None, Some(scenario)) => run_scenario(&scenario, args.out.as_deref(), args.plot),
         (None, None) => anyhow::bail!("give a scenario file (slipstream sim SCENARIO.toml --out DIR) or a subcommand (see --help)"),
     }
 }
 
-fn run_scenario(path: &std::path::Path, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+fn run_scenario(
+    path: &std::path::Path,
+    out: Option<&std::path::Path>,
+    plot: bool,
+) -> anyhow::Result<()> {
     let plan = slipstream_sim::scenario::Scenario::load(path)?;
     let started = std::time::Instant::now();
     let run = reference::run(&plan.chain, plan.tcp, &plan.jobs, reference::GRACE);
@@ -112,8 +119,45 @@ fn run_scenario(path: &std::path::Path, out: Option<&std::path::Path>) -> anyhow
         slipstream_sim::output::write(dir, &csv, &summary)
             .with_context(|| format!("cannot write results under {}", dir.display()))?;
         eprintln!("wrote {}/transfers.csv and summary.json", dir.display());
+        if plot {
+            latency_plot(&dir.join("latency.svg"), &plan, &run)?;
+            eprintln!("wrote {}/latency.svg", dir.display());
+        }
     }
     Ok(())
+}
+
+/// Paper 003 Figure 2: latency against transfer size in packets, one series per source.
+fn latency_plot(
+    path: &std::path::Path,
+    plan: &slipstream_sim::scenario::Plan,
+    run: &slipstream_sim::net::Run,
+) -> anyhow::Result<()> {
+    use slipstream_bench::chart::{self, Axes, Series};
+    let src_of: std::collections::HashMap<u64, u8> =
+        plan.jobs.iter().map(|j| (j.id, j.src)).collect();
+    let mut series: Vec<Series> = ["Child Proxy", "Parent Proxy", "Web Server"]
+        .iter()
+        .map(|n| Series {
+            name: (*n).into(),
+            points: Vec::new(),
+        })
+        .collect();
+    for r in &run.results {
+        let src = usize::from(src_of.get(&r.transfer.id).copied().unwrap_or(3).clamp(1, 3)) - 1;
+        let latency = slipstream_sim::time::to_secs_f64(r.received - r.transfer.start);
+        series[src]
+            .points
+            .push((f64::from(r.segments), latency.max(1e-6)));
+    }
+    series.retain(|s| !s.points.is_empty());
+    let axes = Axes {
+        title: format!("Transfer latency vs size: {}", plan.name),
+        x_label: "transfer size (packets)".into(),
+        y_label: "transfer latency (s)".into(),
+        log_x: true,
+    };
+    chart::scatter_loglog(path, &axes, &series)
 }
 
 fn design(d: Design) -> anyhow::Result<()> {

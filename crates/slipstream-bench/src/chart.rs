@@ -210,6 +210,56 @@ fn padded(values: impl Iterator<Item = f64>, log: bool) -> Range<f64> {
     }
 }
 
+/// A log-log scatter plot: one colour of small circles per series (paper 003's Figure 2:
+/// transfer latency against transfer size in packets, by source). Every coordinate must be
+/// positive.
+pub fn scatter_loglog(path: &Path, axes: &Axes, series: &[Series]) -> anyhow::Result<()> {
+    let points = || series.iter().flat_map(|s| s.points.iter().copied());
+    if points().any(|(x, y)| !(x.is_finite() && y.is_finite() && x > 0.0 && y > 0.0)) {
+        bail!(
+            "chart `{}`: a log-log scatter needs positive, finite points",
+            axes.title
+        );
+    }
+    let x_range = padded(points().map(|p| p.0), true);
+    let mut y_range = padded(points().map(|p| p.1), true);
+    y_range.end *= 1.0 + 0.5 * series.len() as f64;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&axes.title, ("sans-serif", 22))
+            .margin(20)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x_range.log_scale(), y_range.log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc(axes.x_label.as_str())
+            .y_desc(axes.y_label.as_str())
+            .draw()?;
+        for (i, s) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(
+                    s.points
+                        .iter()
+                        .map(|&(x, y)| Circle::new((x, y), 2, color.filled())),
+                )?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.9))
+            .draw()?;
+        root.present()?;
+    }
+    std::fs::write(path, svg).with_context(|| format!("writing chart {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,54 +336,4 @@ mod tests {
         let r = padded([0.0, 10.0].into_iter(), false);
         assert_eq!(r, -0.5..10.5);
     }
-}
-
-/// A log-log scatter plot: one colour of small circles per series (paper 003's Figure 2:
-/// transfer latency against transfer size in packets, by source). Every coordinate must be
-/// positive.
-pub fn scatter_loglog(path: &Path, axes: &Axes, series: &[Series]) -> anyhow::Result<()> {
-    let points = || series.iter().flat_map(|s| s.points.iter().copied());
-    if points().any(|(x, y)| !(x.is_finite() && y.is_finite() && x > 0.0 && y > 0.0)) {
-        bail!(
-            "chart `{}`: a log-log scatter needs positive, finite points",
-            axes.title
-        );
-    }
-    let x_range = padded(points().map(|p| p.0), true);
-    let mut y_range = padded(points().map(|p| p.1), true);
-    y_range.end *= 1.0 + 0.5 * series.len() as f64;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(&axes.title, ("sans-serif", 22))
-            .margin(20)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(x_range.log_scale(), y_range.log_scale())?;
-        chart
-            .configure_mesh()
-            .x_desc(axes.x_label.as_str())
-            .y_desc(axes.y_label.as_str())
-            .draw()?;
-        for (i, s) in series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            chart
-                .draw_series(
-                    s.points
-                        .iter()
-                        .map(|&(x, y)| Circle::new((x, y), 2, color.filled())),
-                )?
-                .label(s.name.as_str())
-                .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
-        }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.9))
-            .draw()?;
-        root.present()?;
-    }
-    std::fs::write(path, svg).with_context(|| format!("writing chart {}", path.display()))
 }

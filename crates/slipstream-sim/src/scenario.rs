@@ -95,6 +95,10 @@ pub struct Hits {
     pub child: Spanned<f64>,
     /// HR2 (0.07, 0.10, 0.15).
     pub parent: Spanned<f64>,
+    /// Size-based placement (paper 003's last experiment, 8 KB): only transfers of at most
+    /// this many bytes can be child hits, only larger ones parent hits; the overall shares
+    /// HR1 and HR2 are kept as far as the workload's size mix allows.
+    pub size_threshold: Option<Spanned<String>>,
 }
 
 fn spanned<T>(v: T) -> Spanned<T> {
@@ -142,6 +146,7 @@ impl Default for Hits {
         Hits {
             child: spanned(0.40),
             parent: spanned(0.15),
+            size_threshold: None,
         }
     }
 }
@@ -317,7 +322,14 @@ impl Scenario {
                         "must be between 0 and 1, and child + parent at most 1".into(),
                     ));
                 }
-                synthetic(w, n, rate, hr1, hr2, self.seed)
+                let threshold = match &self.hits.size_threshold {
+                    Some(t) => Some(
+                        size(t.get_ref())
+                            .map_err(|m| invalid("hits.size_threshold", t.span(), m))?,
+                    ),
+                    None => None,
+                };
+                synthetic(w, n, rate, hr1, hr2, threshold, self.seed)
             }
         };
         Ok(Plan {
@@ -333,39 +345,85 @@ fn t_str(s: &Spanned<String>) -> &str {
     s.get_ref().as_str()
 }
 
-/// Poisson arrivals, ProWGen-like sizes, and a probabilistic source per transfer.
-fn synthetic(w: &Workload, n: u32, rate: f64, hr1: f64, hr2: f64, seed: u64) -> Vec<Job> {
+/// Poisson arrivals, ProWGen-like sizes, and a probabilistic source per transfer. With a size
+/// threshold, a small transfer is a child hit with probability HR1 / P(small) and a large one a
+/// parent hit with probability HR2 / P(large) (each capped at 1), so the shares stay HR1, HR2.
+fn synthetic(
+    w: &Workload,
+    n: u32,
+    rate: f64,
+    hr1: f64,
+    hr2: f64,
+    threshold: Option<u64>,
+    seed: u64,
+) -> Vec<Job> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let gaps = Exp::new(rate).unwrap_or_else(|_| Exp::new(1.0).expect("1 is a valid rate"));
     let sig2 = (1.0 + (w.body_sd / w.body_mean).powi(2)).ln();
     let body = LogNormal::new(w.body_mean.ln() - sig2 / 2.0, sig2.sqrt())
         .unwrap_or_else(|_| LogNormal::new(8.0, 1.0).expect("valid"));
     let mut t = 0.0;
-    (0..n)
+    let mut jobs: Vec<(Job, f64)> = (0..n)
         .map(|i| {
             t += gaps.sample(&mut rng);
             let u: f64 = rng.gen();
-            let src = if u < hr1 {
-                1
-            } else if u < hr1 + hr2 {
-                2
-            } else {
-                3
-            };
             let mut size = body.sample(&mut rng);
             if size > w.tail_k {
                 let v: f64 = rng.gen_range(1e-12..1.0);
                 size = w.tail_k * v.powf(-1.0 / w.tail_alpha);
             }
             let size = (size as u64).clamp(1, w.max_size as u64);
-            Job {
-                id: u64::from(i),
-                start_s: t,
-                src,
-                size,
-            }
+            (
+                Job {
+                    id: u64::from(i),
+                    start_s: t,
+                    src: 3,
+                    size,
+                },
+                u,
+            )
         })
-        .collect()
+        .collect();
+    let small_share = threshold
+        .map(|th| jobs.iter().filter(|(j, _)| j.size <= th).count() as f64 / f64::from(n.max(1)));
+    for (job, u) in &mut jobs {
+        job.src = match (threshold, small_share) {
+            (Some(th), Some(p)) if job.size <= th => {
+                if *u < (hr1 / p.max(1e-9)).min(1.0) {
+                    1
+                } else {
+                    3
+                }
+            }
+            (Some(_), Some(p)) => {
+                if *u < (hr2 / (1.0 - p).max(1e-9)).min(1.0) {
+                    2
+                } else {
+                    3
+                }
+            }
+            _ if *u < hr1 => 1,
+            _ if *u < hr1 + hr2 => 2,
+            _ => 3,
+        };
+    }
+    jobs.into_iter().map(|(j, _)| j).collect()
+}
+
+/// A byte size: `8KB`, `8192`, `1.5MB` (K = 1024, as web caches count).
+fn size(s: &str) -> Result<u64, String> {
+    let (n, unit) = number(s).ok_or_else(|| format!("`{s}` is not a size (try 8KB)"))?;
+    let mult = match unit {
+        "" | "B" => 1.0,
+        "KB" | "K" | "kB" | "KiB" => 1024.0,
+        "MB" | "M" | "MiB" => 1024.0 * 1024.0,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` in `{s}` (use B, KB, MB)"
+            ))
+        }
+    };
+    Ok((n * mult).round() as u64)
 }
 
 /// A bandwidth as ns-2 writes it: `10Mb`, `1.5Mb`, `100kb`, `1Gb`.
@@ -445,6 +503,23 @@ mod tests {
         );
         let rate = 5000.0 / p.jobs.last().expect("jobs").start_s;
         assert!((rate - 10.0).abs() < 0.6, "rate {rate}");
+    }
+
+    #[test]
+    fn size_threshold_puts_small_transfers_at_the_child_and_large_at_the_parent() {
+        let p = plan("[hits]\nsize_threshold = \"8KB\"\n").expect("valid");
+        assert!(p.jobs.iter().filter(|j| j.src == 1).all(|j| j.size <= 8192));
+        assert!(p.jobs.iter().filter(|j| j.src == 2).all(|j| j.size > 8192));
+        let share = |src| p.jobs.iter().filter(|j| j.src == src).count() as f64 / 5000.0;
+        assert!((share(1) - 0.40).abs() < 0.03, "child share {}", share(1));
+        assert!((share(2) - 0.15).abs() < 0.03, "parent share {}", share(2));
+        // The same requests as without the threshold: only the sources change.
+        let default = plan("").expect("valid");
+        assert!(p
+            .jobs
+            .iter()
+            .zip(&default.jobs)
+            .all(|(a, b)| a.size == b.size && a.start_s == b.start_s));
     }
 
     #[test]

@@ -388,20 +388,10 @@ fn synthetic(
         .map(|th| jobs.iter().filter(|(j, _)| j.size <= th).count() as f64 / f64::from(n.max(1)));
     for (job, u) in &mut jobs {
         job.src = match (threshold, small_share) {
-            (Some(th), Some(p)) if job.size <= th => {
-                if *u < (hr1 / p.max(1e-9)).min(1.0) {
-                    1
-                } else {
-                    3
-                }
-            }
-            (Some(_), Some(p)) => {
-                if *u < (hr2 / (1.0 - p).max(1e-9)).min(1.0) {
-                    2
-                } else {
-                    3
-                }
-            }
+            (Some(th), Some(p)) if job.size <= th && *u < (hr1 / p.max(1e-9)).min(1.0) => 1,
+            (Some(th), Some(_)) if job.size <= th => 3,
+            (Some(_), Some(p)) if *u < (hr2 / (1.0 - p).max(1e-9)).min(1.0) => 2,
+            (Some(_), Some(_)) => 3,
             _ if *u < hr1 => 1,
             _ if *u < hr1 + hr2 => 2,
             _ => 3,

@@ -462,7 +462,9 @@ impl Sim {
             self.apply(f, actions);
         } else {
             let ack = flow.sink.on_segment(packet.value as u32);
-            if flow.received.is_none() && flow.sink.in_order() >= flow.segments {
+            if flow.received.is_none()
+                && flow.sink.in_order() >= self.tcp.wire_segments(flow.segments)
+            {
                 flow.received = Some(self.now);
             }
             let reply = Packet {

@@ -59,6 +59,8 @@ pub struct Tcp {
     pub window: Spanned<i64>,
     /// `windowInit_`.
     pub window_init: Spanned<i64>,
+    /// `syn_`: model the handshake (one extra round trip).
+    pub syn: bool,
 }
 
 /// The transfers.
@@ -122,6 +124,7 @@ impl Default for Tcp {
             segment_bytes: spanned(512),
             window: spanned(20),
             window_init: spanned(2),
+            syn: false,
         }
     }
 }
@@ -284,6 +287,7 @@ impl Scenario {
         tcp.payload_bytes = positive(&self.tcp.segment_bytes, "tcp.segment_bytes")?;
         tcp.window = positive(&self.tcp.window, "tcp.window")?;
         tcp.window_init = positive(&self.tcp.window_init, "tcp.window_init")?;
+        tcp.syn = self.tcp.syn;
         let jobs = match &self.workload.file {
             Some(file) => {
                 let resolved = path.parent().unwrap_or(Path::new(".")).join(file.get_ref());

@@ -48,6 +48,10 @@ pub struct TcpConfig {
     /// ns-2 sends segment 0 as `packetSize_` bytes on the wire, without the header its other
     /// segments carry (seen in its packet traces); modelled so both engines time it alike.
     pub first_segment_without_header: bool,
+    /// `syn_`: model the connection handshake. Segment 0 is a header-only SYN sent with a
+    /// window of one, its ACK stands for the SYN-ACK, and the data follows as segments 1..n
+    /// (one extra round trip, as in ns-2).
+    pub syn: bool,
 }
 
 impl TcpConfig {
@@ -69,6 +73,7 @@ impl TcpConfig {
             boot_time: 0,
             delay_growth: true,
             first_segment_without_header: true,
+            syn: false,
         }
     }
 
@@ -83,13 +88,18 @@ impl TcpConfig {
         }
     }
 
-    /// Bytes on the wire of data segment `seq`.
+    /// Bytes on the wire of segment `seq`.
     pub fn segment_bytes(&self, seq: u32) -> u32 {
-        if seq == 0 && self.first_segment_without_header {
-            self.payload_bytes
-        } else {
-            self.payload_bytes + self.header_bytes
+        match (seq, self.syn) {
+            (0, true) => self.header_bytes,
+            (0, false) if self.first_segment_without_header => self.payload_bytes,
+            _ => self.payload_bytes + self.header_bytes,
         }
+    }
+
+    /// Segments on the wire for `data_segments` of data: one more with the SYN.
+    pub fn wire_segments(&self, data_segments: u32) -> u32 {
+        data_segments + u32::from(self.syn)
     }
 
     /// Segments needed for `bytes` of payload (at least one).
@@ -163,12 +173,16 @@ pub struct Sender {
 }
 
 impl Sender {
-    /// A sender of `segments` segments.
+    /// A sender of `segments` data segments (plus the SYN when `cfg.syn`).
     pub fn new(cfg: TcpConfig, segments: u32) -> Sender {
         Sender {
             cfg,
-            total: i64::from(segments.max(1)),
-            cwnd: f64::from(cfg.window_init),
+            total: i64::from(cfg.wire_segments(segments.max(1))),
+            cwnd: if cfg.syn {
+                1.0
+            } else {
+                f64::from(cfg.window_init)
+            },
             ssthresh: f64::from(cfg.ssthresh_init),
             dupwnd: 0.0,
             window_init: cfg.window_init,

@@ -53,6 +53,9 @@ pub struct Replay {
     /// DropTail limit on every link, in packets.
     #[arg(long, default_value_t = 100)]
     pub qlim: usize,
+    /// Model the handshake (ns-2 `syn_`): one extra round trip, cwnd starting at 1.
+    #[arg(long)]
+    pub syn: bool,
     /// Link capacities L1 (client-child), L2 (child-parent), L3 (parent-origin), as ns-2 writes
     /// them: 10Mb, 1.5Mb, 100kb.
     #[arg(long, value_parser = bandwidth, default_value = "10Mb")]
@@ -204,6 +207,7 @@ fn replay(r: Replay) -> anyhow::Result<()> {
         "2.26" => TcpConfig::ns2_226(),
         other => anyhow::bail!("--era must be 2.35 or 2.26, not `{other}`"),
     };
+    let tcp = TcpConfig { syn: r.syn, ..tcp };
     let text = std::fs::read_to_string(&r.workload)
         .with_context(|| format!("cannot read {}", r.workload.display()))?;
     let jobs = reference::parse(&text, &r.workload.display().to_string())?;

@@ -50,6 +50,10 @@ fn parse_results(text: &str) -> Results {
 
 /// Runs ns2 on a generated workload with `args`, then our engine on the same workload.
 fn both(args: &[&str], chain: Chain) -> (Results, Results) {
+    both_with(args, chain, TcpConfig::ns2_235())
+}
+
+fn both_with(args: &[&str], chain: Chain, tcp: TcpConfig) -> (Results, Results) {
     let dir = tempfile::tempdir().expect("tempdir");
     let workload = dir.path().join("workload.txt");
     let ns_out = dir.path().join("ns.out");
@@ -68,10 +72,7 @@ fn both(args: &[&str], chain: Chain) -> (Results, Results) {
     );
     let text = std::fs::read_to_string(&workload).expect("workload");
     let jobs = reference::parse(&text, "workload.txt").expect("valid workload");
-    let ours = reference::format(
-        &reference::run(&chain, TcpConfig::ns2_235(), &jobs, reference::GRACE),
-        &jobs,
-    );
+    let ours = reference::format(&reference::run(&chain, tcp, &jobs, reference::GRACE), &jobs);
     (
         parse_results(&std::fs::read_to_string(&ns_out).expect("ns output")),
         parse_results(&ours),
@@ -109,6 +110,21 @@ fn uncongested_other_links_match_ns2_transfer_by_transfer() {
     let (ns, ours) = both(
         &["n=200", "rate=5", "seed=11", "c3=5Mb", "d3=20ms", "d1=2ms"],
         chain,
+    );
+    assert_identical(&ns, &ours);
+}
+
+#[test]
+fn handshake_and_the_papers_era_match_ns2_transfer_by_transfer() {
+    // The reference's calibration setting for the paper: ns-2.26 timers and a SYN exchange.
+    let tcp = TcpConfig {
+        syn: true,
+        ..TcpConfig::ns2_226()
+    };
+    let (ns, ours) = both_with(
+        &["n=300", "rate=10", "seed=7", "syn=1", "era=2.26"],
+        Chain::default(),
+        tcp,
     );
     assert_identical(&ns, &ours);
 }

@@ -90,6 +90,51 @@ impl slipstream_http::listen::Handler for Proxy {
     }
 }
 
+/// Binds `settings.listen` and serves the proxy on it in the background of the current tokio
+/// runtime, with TLS when the settings have a certificate. Returns the bound address.
+pub async fn spawn(settings: Settings) -> Result<SocketAddr, SpawnError> {
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .map_err(|source| SpawnError::Bind {
+            addr: settings.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| SpawnError::Bind {
+        addr: settings.listen,
+        source,
+    })?;
+    let tls = match &settings.tls {
+        Some((cert, key)) => Some(slipstream_http::listen::tls_acceptor(cert, key)?),
+        None => None,
+    };
+    let limits = settings.limits;
+    let proxy = Arc::new(Proxy::new(settings));
+    tokio::spawn(slipstream_http::listen::serve(
+        listener,
+        tls,
+        limits,
+        proxy,
+        std::future::pending(),
+    ));
+    Ok(addr)
+}
+
+/// Why a proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TLS certificate or key is unusable.
+    #[error(transparent)]
+    Tls(#[from] slipstream_http::listen::TlsError),
+}
+
 /// A short plain-text response, for errors the proxy itself produces.
 fn text(status: StatusCode, message: &str) -> Response<Body> {
     let mut r = Response::new(Body::full(Bytes::from(format!("{message}\n"))));

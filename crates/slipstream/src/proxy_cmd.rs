@@ -2,10 +2,9 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context;
-use slipstream_proxy::{Config, Proxy};
+use slipstream_proxy::Config;
 
 /// Flags override the config file.
 #[derive(Debug, clap::Args)]
@@ -151,18 +150,5 @@ pub async fn start(settings: slipstream_proxy::Settings) -> anyhow::Result<Socke
 
 /// Binds and starts the proxy in the background of the current runtime, silently.
 pub async fn spawn(settings: slipstream_proxy::Settings) -> anyhow::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(settings.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    let addr = listener.local_addr()?;
-    let limits = settings.limits;
-    let proxy = Arc::new(Proxy::new(settings));
-    tokio::spawn(slipstream_http::listen::serve(
-        listener,
-        None,
-        limits,
-        proxy,
-        std::future::pending(),
-    ));
-    Ok(addr)
+    Ok(slipstream_proxy::spawn(settings).await?)
 }

@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
-use slipstream_proxy::{Config, Proxy};
+use slipstream_proxy::Config;
 use tokio::sync::Notify;
 
 /// What the origin answers for a path.
@@ -172,21 +172,9 @@ impl Origin {
 /// Starts a proxy with `config` (listen address is set to an ephemeral port).
 pub async fn proxy(mut config: Config) -> SocketAddr {
     config.listen = "127.0.0.1:0".parse().expect("addr");
-    let settings = config.validate().expect("valid config");
-    let listener = tokio::net::TcpListener::bind(settings.listen)
+    slipstream_proxy::spawn(config.validate().expect("valid config"))
         .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let limits = settings.limits;
-    let proxy = Arc::new(Proxy::new(settings));
-    tokio::spawn(slipstream_http::listen::serve(
-        listener,
-        None,
-        limits,
-        proxy,
-        std::future::pending(),
-    ));
-    addr
+        .expect("proxy starts")
 }
 
 /// A reverse proxy named `name` for `origin`.

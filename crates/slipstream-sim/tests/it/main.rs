@@ -128,3 +128,64 @@ fn handshake_and_the_papers_era_match_ns2_transfer_by_transfer() {
     );
     assert_identical(&ns, &ours);
 }
+
+/// Two-sample Kolmogorov–Smirnov distance between two samples.
+fn ks_distance(a: &[f64], b: &[f64]) -> f64 {
+    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    let cdf = |s: &[f64], v: f64| s.partition_point(|x| *x <= v) as f64 / s.len() as f64;
+    a.iter()
+        .chain(&b)
+        .map(|&v| (cdf(&a, v) - cdf(&b, v)).abs())
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn congested_latency_distributions_agree_with_ns2_by_source() {
+    // Paper 003's heavy load (80 requests/s on the 10 Mb/s client link): queues overflow and
+    // TCP times out. Per transfer the engines part ways (ns-2 gives each agent a random clock
+    // phase, boot_time_, that shifts RTO rounding), so the check is on distributions: for each
+    // source, the two-sample Kolmogorov-Smirnov distance must be below the 5 % critical value
+    // 1.358 * sqrt((n + m) / (n m)), i.e. the samples are statistically indistinguishable.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workload = dir.path().join("workload.txt");
+    let ns_out = dir.path().join("ns.out");
+    let status = Command::new(ns())
+        .arg(reference_model())
+        .args(["n=5000", "rate=80", "seed=1"])
+        .arg(format!("dump={}", workload.display()))
+        .arg(format!("out={}", ns_out.display()))
+        .current_dir(dir.path())
+        .output()
+        .expect("run ns");
+    assert!(
+        status.status.success(),
+        "ns failed: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let text = std::fs::read_to_string(&workload).expect("workload");
+    let jobs = reference::parse(&text, "workload.txt").expect("valid workload");
+    let run = reference::run(
+        &Chain::default(),
+        TcpConfig::ns2_235(),
+        &jobs,
+        reference::GRACE,
+    );
+    assert!(run.drops > 0, "the scenario is congested");
+    let ns = parse_results(&std::fs::read_to_string(&ns_out).expect("ns output"));
+    let ours = parse_results(&reference::format(&run, &jobs));
+    assert_eq!(ns.len(), ours.len());
+    for src in 1..=3u8 {
+        let ids: Vec<u64> = jobs.iter().filter(|j| j.src == src).map(|j| j.id).collect();
+        let a: Vec<f64> = ids.iter().map(|id| ns[id].0).collect();
+        let b: Vec<f64> = ids.iter().map(|id| ours[id].0).collect();
+        let (n, m) = (a.len() as f64, b.len() as f64);
+        let critical = 1.358 * ((n + m) / (n * m)).sqrt();
+        let d = ks_distance(&a, &b);
+        assert!(
+            d < critical,
+            "source {src}: KS distance {d:.3} exceeds the 5 % critical value {critical:.3}"
+        );
+    }
+}

@@ -9,6 +9,9 @@
 //! "workload.rate" = [10, 20, 40, 80]
 //! "hits" = [{ child = 0.40, parent = 0.15 }, { child = 0.20, parent = 0.07 }]
 //! ```
+//!
+//! The factor `"."` takes whole tables that are merged into the scenario, each named by its
+//! `name` key: a list of one-factor-at-a-time panels rather than a factorial.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -127,17 +130,30 @@ pub fn expand(path: &Path) -> Result<Vec<RunSpec>, DesignError> {
         for (name, values) in &factors {
             let value = &values[i % values.len()];
             i /= values.len();
+            if name == "." {
+                let toml::Value::Table(panel) = value else {
+                    return Err(factor_err(name, "levels of `.` must be tables"));
+                };
+                let mut panel = panel.clone();
+                let label = match panel.remove("name") {
+                    Some(toml::Value::String(n)) => n,
+                    _ => return Err(factor_err(name, "each level of `.` needs a `name`")),
+                };
+                merge(&mut scenario, panel);
+                levels.push(("panel".to_owned(), label));
+                continue;
+            }
             set(&mut scenario, name, value.clone()).map_err(|m| factor_err(name, &m))?;
             levels.push((short(name).to_owned(), level_text(value)));
         }
-        let name = if levels.is_empty() {
-            "base".to_owned()
-        } else {
-            levels
+        let name = match levels.as_slice() {
+            [] => "base".to_owned(),
+            [(k, v)] if k == "panel" => v.clone(),
+            _ => levels
                 .iter()
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
-                .join(",")
+                .join(","),
         };
         scenario.insert("name".into(), toml::Value::String(name.clone()));
         runs.push(RunSpec {
@@ -168,6 +184,18 @@ fn plan(run: &RunSpec, dir: &Path) -> Result<crate::scenario::Plan, DesignError>
             run: run.name.clone(),
             source,
         })
+}
+
+/// Deep-merges `over` into `base`: tables merge, anything else replaces.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
 }
 
 /// Sets a dotted path in a TOML table, creating tables on the way.
@@ -345,6 +373,23 @@ mod tests {
                 .collect::<Vec<_>>()
         );
         assert!(results_csv(&results).lines().count() == 7);
+    }
+
+    #[test]
+    fn panels_merge_whole_overrides() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let design = dir.path().join("d.toml");
+        std::fs::write(&design, "[factors]\n\".\" = [{ name = \"a\" }, { name = \"fast\", workload = { rate = 40, transfers = 10 } }]\n").expect("write");
+        let runs = expand(&design).expect("valid design");
+        assert_eq!(
+            runs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ["a", "fast"]
+        );
+        assert!(
+            runs[1].scenario.contains("rate = 40"),
+            "{}",
+            runs[1].scenario
+        );
     }
 
     #[test]

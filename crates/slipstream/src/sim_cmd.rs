@@ -41,6 +41,9 @@ pub struct Design {
     /// Parallel runs [default: one per core].
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Also draw each run's latency against size by source (runs/NAME/latency.svg).
+    #[arg(long)]
+    pub plot: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -198,7 +201,67 @@ fn design(d: Design) -> anyhow::Result<()> {
         events as f64 / sim_wall.max(1e-9) / 1e6
     );
     eprintln!("results: {}", d.out.join("results.csv").display());
+    if d.plot {
+        for (run, _) in &results {
+            let dir = d.out.join("runs").join(&run.name);
+            let csv = std::fs::read_to_string(dir.join("transfers.csv"))
+                .with_context(|| format!("cannot read {}", dir.display()))?;
+            plot_csv(&dir.join("latency.svg"), &run.name, &csv)?;
+        }
+        eprintln!("plots: {}/runs/*/latency.svg", d.out.display());
+    }
     Ok(())
+}
+
+/// Latency against size in packets by source, from a run's transfers.csv.
+fn plot_csv(path: &std::path::Path, name: &str, csv: &str) -> anyhow::Result<()> {
+    let mut points: std::collections::BTreeMap<&str, Vec<(f64, f64)>> =
+        std::collections::BTreeMap::new();
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        if let (Some(source), Some(latency), Some(segments)) = (f.get(1), f.get(5), f.get(6)) {
+            if let (Ok(latency), Ok(segments)) = (latency.parse::<f64>(), segments.parse::<f64>()) {
+                points
+                    .entry(source)
+                    .or_default()
+                    .push((segments, latency.max(1e-6)));
+            }
+        }
+    }
+    draw_latency(
+        path,
+        name,
+        points.into_iter().map(|(s, p)| (s.to_owned(), p)).collect(),
+    )
+}
+
+fn draw_latency(
+    path: &std::path::Path,
+    name: &str,
+    series: Vec<(String, Vec<(f64, f64)>)>,
+) -> anyhow::Result<()> {
+    use slipstream_bench::chart::{self, Axes, Series};
+    let label = |s: &str| match s {
+        "child" => "Child Proxy".to_owned(),
+        "parent" => "Parent Proxy".to_owned(),
+        "origin" => "Web Server".to_owned(),
+        other => other.to_owned(),
+    };
+    let series: Vec<Series> = series
+        .into_iter()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(s, points)| Series {
+            name: label(&s),
+            points,
+        })
+        .collect();
+    let axes = Axes {
+        title: format!("Transfer latency vs size: {name}"),
+        x_label: "transfer size (packets)".into(),
+        y_label: "transfer latency (s)".into(),
+        log_x: true,
+    };
+    chart::scatter_loglog(path, &axes, &series)
 }
 
 fn replay(r: Replay) -> anyhow::Result<()> {

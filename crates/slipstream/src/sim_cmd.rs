@@ -17,6 +17,10 @@ pub struct Args {
     /// Also draw transfer latency against size in packets, by source (paper 003 Fig. 2).
     #[arg(long, requires = "out")]
     pub plot: bool,
+    /// Write the scenario's transfers in the ns-2 reference model's workload format
+    /// (`id start_s src size`), so that ns-2 can run exactly the same transfers.
+    #[arg(long)]
+    pub dump_workload: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Option<Sub>,
 }
@@ -87,7 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match (args.command, args.scenario) {
         (Some(Sub::Replay(r)), _) => replay(r),
         (Some(Sub::Design(d)), _) => design(d),
-        (None, Some(scenario)) => run_scenario(&scenario, args.out.as_deref(), args.plot),
+        (None, Some(scenario)) => run_scenario(&scenario, args.out.as_deref(), args.plot, args.dump_workload.as_deref()),
         (None, None) => anyhow::bail!("give a scenario file (slipstream sim SCENARIO.toml --out DIR) or a subcommand (see --help)"),
     }
 }
@@ -96,8 +100,17 @@ fn run_scenario(
     path: &std::path::Path,
     out: Option<&std::path::Path>,
     plot: bool,
+    dump: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     let plan = slipstream_sim::scenario::Scenario::load(path)?;
+    if let Some(dump) = dump {
+        let mut text =
+            String::from("# id start_s src size_bytes  (src 1=child 2=parent 3=origin)\n");
+        for j in &plan.jobs {
+            text.push_str(&format!("{} {:.9} {} {}\n", j.id, j.start_s, j.src, j.size));
+        }
+        std::fs::write(dump, text).with_context(|| format!("cannot write {}", dump.display()))?;
+    }
     let started = std::time::Instant::now();
     let run = reference::run(&plan.chain, plan.tcp, &plan.jobs, reference::GRACE);
     let wall = started.elapsed().as_secs_f64();
@@ -228,11 +241,12 @@ fn plot_csv(path: &std::path::Path, name: &str, csv: &str) -> anyhow::Result<()>
             }
         }
     }
-    draw_latency(
-        path,
-        name,
-        points.into_iter().map(|(s, p)| (s.to_owned(), p)).collect(),
-    )
+    // Fixed order, so every chart colours the sources alike.
+    let ordered = ["child", "parent", "origin"]
+        .iter()
+        .map(|s| ((*s).to_owned(), points.remove(s).unwrap_or_default()))
+        .collect();
+    draw_latency(path, name, ordered)
 }
 
 fn draw_latency(

@@ -53,7 +53,9 @@ fn both(args: &[&str], chain: Chain) -> (Results, Results) {
     both_with(args, chain, TcpConfig::ns2_235())
 }
 
-fn both_with(args: &[&str], chain: Chain, tcp: TcpConfig) -> (Results, Results) {
+/// Runs ns2 on the reference model with `args`; returns the workload it generated and its
+/// per-transfer results.
+fn ns_run(args: &[&str]) -> (Vec<reference::Job>, Results) {
     let dir = tempfile::tempdir().expect("tempdir");
     let workload = dir.path().join("workload.txt");
     let ns_out = dir.path().join("ns.out");
@@ -72,11 +74,16 @@ fn both_with(args: &[&str], chain: Chain, tcp: TcpConfig) -> (Results, Results) 
     );
     let text = std::fs::read_to_string(&workload).expect("workload");
     let jobs = reference::parse(&text, "workload.txt").expect("valid workload");
-    let ours = reference::format(&reference::run(&chain, tcp, &jobs, reference::GRACE), &jobs);
     (
+        jobs,
         parse_results(&std::fs::read_to_string(&ns_out).expect("ns output")),
-        parse_results(&ours),
     )
+}
+
+fn both_with(args: &[&str], chain: Chain, tcp: TcpConfig) -> (Results, Results) {
+    let (jobs, ns) = ns_run(args);
+    let ours = reference::format(&reference::run(&chain, tcp, &jobs, reference::GRACE), &jobs);
+    (ns, parse_results(&ours))
 }
 
 fn assert_identical(ns: &Results, ours: &Results) {
@@ -148,24 +155,7 @@ fn congested_latency_distributions_agree_with_ns2_by_source() {
     // phase, boot_time_, that shifts RTO rounding), so the check is on distributions: for each
     // source, the two-sample Kolmogorov-Smirnov distance must be below the 5 % critical value
     // 1.358 * sqrt((n + m) / (n m)), i.e. the samples are statistically indistinguishable.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let workload = dir.path().join("workload.txt");
-    let ns_out = dir.path().join("ns.out");
-    let status = Command::new(ns())
-        .arg(reference_model())
-        .args(["n=5000", "rate=80", "seed=1"])
-        .arg(format!("dump={}", workload.display()))
-        .arg(format!("out={}", ns_out.display()))
-        .current_dir(dir.path())
-        .output()
-        .expect("run ns");
-    assert!(
-        status.status.success(),
-        "ns failed: {}",
-        String::from_utf8_lossy(&status.stderr)
-    );
-    let text = std::fs::read_to_string(&workload).expect("workload");
-    let jobs = reference::parse(&text, "workload.txt").expect("valid workload");
+    let (jobs, ns) = ns_run(&["n=5000", "rate=80", "seed=1"]);
     let run = reference::run(
         &Chain::default(),
         TcpConfig::ns2_235(),
@@ -173,7 +163,6 @@ fn congested_latency_distributions_agree_with_ns2_by_source() {
         reference::GRACE,
     );
     assert!(run.drops > 0, "the scenario is congested");
-    let ns = parse_results(&std::fs::read_to_string(&ns_out).expect("ns output"));
     let ours = parse_results(&reference::format(&run, &jobs));
     assert_eq!(ns.len(), ours.len());
     for src in 1..=3u8 {

@@ -394,9 +394,10 @@ impl Policy {
         self.storable && method_ok && vary_ok
     }
 
-    /// §4.3.1: If-None-Match with the stored entity tag (MUST), If-Modified-Since with the
-    /// stored Last-Modified (SHOULD).
-    fn validate(&self) -> Reuse {
+    /// §4.3.1: the fields of a conditional request for this stored response: If-None-Match with
+    /// the stored entity tag (MUST), If-Modified-Since with the stored Last-Modified (SHOULD).
+    /// Empty when the response has no validator.
+    pub fn conditional_headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
         if let Some(etag) = &self.etag {
             headers.insert(IF_NONE_MATCH, etag.clone());
@@ -404,7 +405,11 @@ impl Policy {
         if let Some(lm) = &self.last_modified {
             headers.insert(IF_MODIFIED_SINCE, lm.clone());
         }
-        Reuse::Validate(headers)
+        headers
+    }
+
+    fn validate(&self) -> Reuse {
+        Reuse::Validate(self.conditional_headers())
     }
 }
 

@@ -267,7 +267,7 @@ async fn fetch(
     let up = plain_upstream_parts(inner, parts);
     let sent = up.clone();
     let response = match inner.upstreams.send(up, None).await {
-        Ok((response, _via)) => response,
+        Ok(response) => response,
         Err(e) => return (upstream_error(inner, &e), None),
     };
     status.fwd_status = Some(response.status().as_u16());
@@ -352,7 +352,7 @@ async fn fetch(
     let admitted = inner
         .store
         .as_ref()
-        .is_some_and(|s| s.put(key, stored_clone(&stored), &surrogate_keys));
+        .is_some_and(|s| s.put(key, stored.clone(), &surrogate_keys));
     status.stored = admitted;
     let stored = Arc::new(stored);
     (
@@ -375,17 +375,6 @@ fn policy_for(
         return None;
     }
     rfc9111::Policy::new(sent, res, now, &inner.rules)
-}
-
-fn stored_clone(s: &Stored) -> Stored {
-    Stored {
-        status: s.status,
-        headers: s.headers.clone(),
-        body: s.body.clone(),
-        total_len: s.total_len,
-        policy: s.policy.clone(),
-        vary_key: s.vary_key.clone(),
-    }
 }
 
 /// RFC 9111 §4.3: a conditional request for a stored response that must be validated.
@@ -453,7 +442,7 @@ async fn send_conditional(
         up.headers.insert(name.clone(), value.clone());
     }
     let sent = up.clone();
-    let (response, _) = inner.upstreams.send(up, None).await?;
+    let response = inner.upstreams.send(up, None).await?;
     if response.status().is_server_error() && stored.policy.stale_if_error(parts, SystemTime::now())
     {
         return Err(UpstreamError::Protocol {
@@ -483,7 +472,7 @@ async fn send_conditional(
             vary_key: stored.vary_key.clone(),
         };
         if let Some(store) = &inner.store {
-            store.put(&key, stored_clone(&fresh), &[]);
+            store.put(&key, fresh.clone(), &[]);
         }
         return Ok(Revalidated::Same(Arc::new(fresh)));
     }
@@ -544,7 +533,7 @@ async fn replace(
     let admitted = inner
         .store
         .as_ref()
-        .is_some_and(|s| s.put(key, stored_clone(&fresh), &[]));
+        .is_some_and(|s| s.put(key, fresh.clone(), &[]));
     Ok(served(
         inner,
         &Arc::new(fresh),
@@ -562,13 +551,7 @@ async fn revalidate(inner: &Arc<Inner>, parts: &http::request::Parts, stored: &A
     let Join::Leader(leader) = inner.collapser.join(&key) else {
         return;
     };
-    let conditional = match stored.policy.evaluate(
-        parts,
-        SystemTime::now() + std::time::Duration::from_secs(1 << 30),
-    ) {
-        rfc9111::Reuse::Validate(h) => h,
-        _ => HeaderMap::new(),
-    };
+    let conditional = stored.policy.conditional_headers();
     if let Err(e) = send_conditional(inner, parts, stored, conditional).await {
         tracing::debug!(error = %e, "background revalidation failed");
     }
@@ -585,7 +568,7 @@ async fn forward(
     let method = parts.method.clone();
     let target = parts.uri.clone();
     let response = match inner.upstreams.send(up, body).await {
-        Ok((response, _)) => response,
+        Ok(response) => response,
         Err(e) => return upstream_error(inner, &e),
     };
     if let Some(store) = &inner.store {

@@ -61,7 +61,7 @@ impl Proxy {
         );
         let store = settings.cache.map(store::Store::new);
         let collapser = collapse::Collapser::new(settings.max_collapsed_waiters);
-        let inner = Arc::new_cyclic(|_| Inner {
+        let inner = Arc::new(Inner {
             metrics: metrics::Metrics::default(),
             rules: rfc9111::Options::default(),
             settings,

@@ -166,7 +166,7 @@ async fn remainder(
     if let Some(v) = strong_etag(&stored.headers).or_else(|| stored.headers.get(LAST_MODIFIED)) {
         up.headers.insert(IF_RANGE, v.clone());
     }
-    let (response, _) = inner
+    let response = inner
         .upstreams
         .send(up, None)
         .await

@@ -20,8 +20,8 @@ pub const MAX_VARIANTS: usize = 8;
 /// those tags then misses, which the purge response reports).
 pub const MAX_SURROGATE_KEYS: usize = 100_000;
 
-/// One stored response.
-#[derive(Debug)]
+/// One stored response. Cloning shares the body (reference-counted).
+#[derive(Debug, Clone)]
 pub struct Stored {
     /// Status of the stored response.
     pub status: StatusCode,

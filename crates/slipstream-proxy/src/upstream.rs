@@ -75,15 +75,6 @@ impl std::fmt::Debug for Parent {
     }
 }
 
-/// Where a response came from.
-#[derive(Debug, Clone)]
-pub enum Via {
-    /// Straight from the target server.
-    Direct,
-    /// Through the parent at this index.
-    Parent(usize),
-}
-
 /// All upstreams of one proxy.
 pub struct Upstreams {
     direct: Client<HttpConnector, UpBody>,
@@ -165,17 +156,14 @@ impl Upstreams {
         &self,
         parts: http::request::Parts,
         body: Option<Incoming>,
-    ) -> Result<(Response<Incoming>, Via), UpstreamError> {
+    ) -> Result<Response<Incoming>, UpstreamError> {
         if self.parents.is_empty() {
             let req = Request::from_parts(parts, up_body(body));
             let target = req
                 .uri()
                 .authority()
                 .map_or_else(String::new, |a| a.to_string());
-            return self
-                .exchange(&self.direct, req, &target)
-                .await
-                .map(|r| (r, Via::Direct));
+            return self.exchange(&self.direct, req, &target).await;
         }
         let now = Instant::now();
         // Parents that are up first, in order; then the ones marked down, in case all are.
@@ -194,7 +182,7 @@ impl Upstreams {
             {
                 Ok(response) => {
                     *parent.down_until.lock() = None;
-                    return Ok((response, Via::Parent(i)));
+                    return Ok(response);
                 }
                 Err(e) => {
                     tracing::warn!(parent = %parent.authority, error = %e, "parent failed");

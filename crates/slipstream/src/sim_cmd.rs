@@ -65,19 +65,19 @@ pub struct Replay {
     pub syn: bool,
     /// Link capacities L1 (client-child), L2 (child-parent), L3 (parent-origin), as ns-2 writes
     /// them: 10Mb, 1.5Mb, 100kb.
-    #[arg(long, value_parser = bandwidth, default_value = "10Mb")]
+    #[arg(long, value_parser = slipstream_sim::scenario::bandwidth, default_value = "10Mb")]
     pub c1: u64,
-    #[arg(long, value_parser = bandwidth, default_value = "10Mb")]
+    #[arg(long, value_parser = slipstream_sim::scenario::bandwidth, default_value = "10Mb")]
     pub c2: u64,
-    #[arg(long, value_parser = bandwidth, default_value = "10Mb")]
+    #[arg(long, value_parser = slipstream_sim::scenario::bandwidth, default_value = "10Mb")]
     pub c3: u64,
     /// Link delays L1, L2, L3, e.g. 1ms.
-    #[arg(long, value_parser = crate::units::duration, default_value = "1ms")]
-    pub d1: std::time::Duration,
-    #[arg(long, value_parser = crate::units::duration, default_value = "5ms")]
-    pub d2: std::time::Duration,
-    #[arg(long, value_parser = crate::units::duration, default_value = "30ms")]
-    pub d3: std::time::Duration,
+    #[arg(long, value_parser = slipstream_sim::scenario::delay, default_value = "1ms")]
+    pub d1: slipstream_sim::time::Nanos,
+    #[arg(long, value_parser = slipstream_sim::scenario::delay, default_value = "5ms")]
+    pub d2: slipstream_sim::time::Nanos,
+    #[arg(long, value_parser = slipstream_sim::scenario::delay, default_value = "30ms")]
+    pub d3: slipstream_sim::time::Nanos,
     /// Write the results here instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -297,7 +297,7 @@ fn replay(r: Replay) -> anyhow::Result<()> {
     {
         link.queue_limit = r.qlim;
         link.bits_per_second = bps;
-        link.delay = delay.as_nanos() as u64;
+        link.delay = delay;
     }
     let started = std::time::Instant::now();
     let mut trace = Vec::new();
@@ -330,8 +330,4 @@ fn replay(r: Replay) -> anyhow::Result<()> {
         run.events as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6
     );
     Ok(())
-}
-
-fn bandwidth(s: &str) -> Result<u64, String> {
-    slipstream_sim::scenario::bandwidth(s)
 }

@@ -4,8 +4,10 @@
 # transfers, and prints
 #   1. Tables 3 and 5 (ns-2.26 timers, handshake, 40 req/s): mean latency per source, both engines;
 #   2. the baseline (ns-2.35, 10 req/s, 5,000 transfers): transfers identical within 2 us, the
-#      largest difference, and each engine's wall time.
-# Needs: apt-get install ns2. About 30 s.
+#      largest difference, and each engine's wall time;
+#   3. the heavy load (80 req/s, seeds 1-3): per source, the two-sample KS distance against its
+#      5 % critical value and the difference of the means.
+# Needs: apt-get install ns2. About 40 s.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REF=${REF:-../shared/reference/ns2/proxyhier.tcl}
@@ -73,3 +75,28 @@ print(f"transfers compared {len(diffs)}, identical within 2 us {sum(d < 2e-6 for
       f"largest difference {max(diffs) * 1000:.2f} ms")
 PY
 echo "wall time (whole process, one run each): ns2 ${ns_wall} s, slipstream ${ours_wall} s"
+
+echo "== Heavy load, era 2.35, 80 req/s, 5,000 transfers: per-source latency distributions"
+for seed in 1 2 3; do
+  (cd "$W" && ns "$REF" n=5000 rate=80 seed=$seed dump="$W/c.txt" out="$W/c.ns" >/dev/null 2>&1)
+  "$B" sim replay "$W/c.txt" --out "$W/c.ours" 2>/dev/null
+  python3 - "$W/c.ns" "$W/c.ours" "$seed" <<'PY'
+import bisect, sys
+def load(p):
+    g = {}
+    for line in open(p):
+        if line.startswith('#') or not line.strip():
+            continue
+        f = line.split()
+        g.setdefault(f[1], []).append(float(f[7]))
+    return g
+a, b = load(sys.argv[1]), load(sys.argv[2])
+for src in sorted(a):
+    x, y = sorted(a[src]), sorted(b[src])
+    d = max(abs(bisect.bisect_right(x, v) / len(x) - bisect.bisect_right(y, v) / len(y)) for v in set(x) | set(y))
+    crit = 1.358 * ((len(x) + len(y)) / (len(x) * len(y))) ** 0.5
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    print(f"seed {sys.argv[3]} source {src}: n={len(x)} KS D={d:.4f} (5 % critical {crit:.4f}) "
+          f"mean ns2 {mx:.4f} slipstream {my:.4f} ({100 * (my / mx - 1):+.1f} %)")
+PY
+done

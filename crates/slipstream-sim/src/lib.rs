@@ -5,7 +5,9 @@
 //! broken by insertion order, and the same inputs give the same outputs. The TCP code
 //! ([`tcp`]) is a pair of pure state machines that the network engine ([`net`]) drives.
 
+pub mod compare;
 pub mod design;
+pub mod export;
 pub mod net;
 pub mod output;
 pub mod reference;
@@ -14,4 +16,4 @@ pub mod tcp;
 pub mod time;
 
 pub use net::{LinkSpec, Network, NodeId, Transfer, TransferResult};
-pub use tcp::TcpConfig;
+pub use tcp::{Era, TcpConfig};

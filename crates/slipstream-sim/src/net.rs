@@ -126,6 +126,16 @@ impl Network {
         self.links.push((b, a, spec));
     }
 
+    /// Nodes in the network.
+    pub fn node_count(&self) -> u32 {
+        self.nodes
+    }
+
+    /// Every one-way link as (from, to, properties), in the order they were added.
+    pub fn links(&self) -> impl Iterator<Item = (NodeId, NodeId, LinkSpec)> + '_ {
+        self.links.iter().copied()
+    }
+
     /// Next-hop link index for every (node, destination), by fewest hops; ties go to the link
     /// added first, so routes never depend on anything but the topology.
     fn routes(&self) -> Vec<Vec<Option<u32>>> {

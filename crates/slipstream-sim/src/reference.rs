@@ -130,12 +130,26 @@ pub fn run_traced(
     grace: Nanos,
     trace: Option<&mut Vec<crate::net::TraceEvent>>,
 ) -> Run {
+    let (net, transfers) = network(chain, jobs);
+    let last = transfers.iter().map(|t| t.start).max().unwrap_or(0);
+    // Every node exists and the chain connects them, so the run cannot fail.
+    net.run_traced(&transfers, tcp, last + grace, trace)
+        .unwrap_or(Run {
+            results: Vec::new(),
+            drops: 0,
+            events: 0,
+        })
+}
+
+/// The chain as a network (nodes 0 client, 1 child, 2 parent, 3 origin, as the reference
+/// numbers them) and `jobs` as transfers over it.
+pub fn network(chain: &Chain, jobs: &[Job]) -> (Network, Vec<Transfer>) {
     let mut net = Network::default();
     let nodes: [NodeId; 4] = [net.node(), net.node(), net.node(), net.node()];
     for (i, spec) in chain.links.iter().enumerate() {
         net.duplex(nodes[i], nodes[i + 1], *spec);
     }
-    let transfers: Vec<Transfer> = jobs
+    let transfers = jobs
         .iter()
         .map(|j| Transfer {
             id: j.id,
@@ -145,14 +159,7 @@ pub fn run_traced(
             start: from_secs_f64(j.start_s),
         })
         .collect();
-    let last = transfers.iter().map(|t| t.start).max().unwrap_or(0);
-    // Every node exists and the chain connects them, so the run cannot fail.
-    net.run_traced(&transfers, tcp, last + grace, trace)
-        .unwrap_or(Run {
-            results: Vec::new(),
-            drops: 0,
-            events: 0,
-        })
+    (net, transfers)
 }
 
 /// The results in the reference's output format, ordered by transfer id.

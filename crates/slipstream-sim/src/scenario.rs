@@ -14,7 +14,7 @@ use toml::Spanned;
 
 use crate::net::LinkSpec;
 use crate::reference::{Chain, Job};
-use crate::tcp::TcpConfig;
+use crate::tcp::{Era, TcpConfig};
 use crate::time::{Nanos, MILLI};
 
 /// A scenario as written.
@@ -199,6 +199,8 @@ pub struct Plan {
     pub chain: Chain,
     /// TCP parameters.
     pub tcp: TcpConfig,
+    /// The ns-2 release whose defaults `tcp` started from (for `--export-ns2`).
+    pub era: Era,
     /// The transfers, with their sources.
     pub jobs: Vec<Job>,
 }
@@ -267,17 +269,14 @@ impl Scenario {
             link.delay = delay(&t.delay.get_ref()[i])
                 .map_err(|m| invalid("topology.delay", t.delay.span(), m))?;
         }
-        let mut tcp = match t_str(&self.tcp.era) {
-            "2.35" => TcpConfig::ns2_235(),
-            "2.26" => TcpConfig::ns2_226(),
-            other => {
-                return Err(invalid(
-                    "tcp.era",
-                    self.tcp.era.span(),
-                    format!("`{other}`: must be \"2.35\" or \"2.26\""),
-                ))
-            }
-        };
+        let era = Era::parse(t_str(&self.tcp.era)).ok_or_else(|| {
+            invalid(
+                "tcp.era",
+                self.tcp.era.span(),
+                format!("`{}`: must be \"2.35\" or \"2.26\"", t_str(&self.tcp.era)),
+            )
+        })?;
+        let mut tcp = era.config();
         let positive = |v: &Spanned<i64>, field: &'static str| -> Result<u32, ScenarioError> {
             u32::try_from(*v.get_ref())
                 .ok()
@@ -340,6 +339,7 @@ impl Scenario {
             name: self.name.clone().unwrap_or_else(|| "scenario".into()),
             chain: Chain { links },
             tcp,
+            era,
             jobs,
         })
     }

@@ -54,6 +54,44 @@ pub struct TcpConfig {
     pub syn: bool,
 }
 
+/// The ns-2 release whose TCP timer defaults a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// Debian's ns-2.35: minimum RTO 0.2 s, initial RTO 3 s, maximum 60 s.
+    Ns235,
+    /// The paper's time (ns-2.1b9 to 2.28): minimum RTO 1 s, initial 6 s, `precisionReduce_`
+    /// and `updated_rttvar_` off.
+    Ns226,
+}
+
+impl Era {
+    /// Parses "2.35" or "2.26".
+    pub fn parse(s: &str) -> Option<Era> {
+        match s {
+            "2.35" => Some(Era::Ns235),
+            "2.26" => Some(Era::Ns226),
+            _ => None,
+        }
+    }
+
+    /// The era's defaults.
+    pub fn config(self) -> TcpConfig {
+        match self {
+            Era::Ns235 => TcpConfig::ns2_235(),
+            Era::Ns226 => TcpConfig::ns2_226(),
+        }
+    }
+}
+
+impl std::fmt::Display for Era {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Era::Ns235 => "2.35",
+            Era::Ns226 => "2.26",
+        })
+    }
+}
+
 impl TcpConfig {
     /// ns-2.35's defaults with the reference model's settings (Debian's ns2).
     pub fn ns2_235() -> TcpConfig {

@@ -21,6 +21,11 @@ pub struct Args {
     /// (`id start_s src size`), so that ns-2 can run exactly the same transfers.
     #[arg(long)]
     pub dump_workload: Option<PathBuf>,
+    /// Write the scenario as an ns-2 Tcl script that runs the same transfers and writes
+    /// transfers.csv's columns (`ns FILE [out=transfers-ns2.csv]`); without --out, nothing
+    /// is simulated here.
+    #[arg(long, value_name = "FILE")]
+    pub export_ns2: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Option<Sub>,
 }
@@ -33,6 +38,21 @@ pub enum Sub {
     /// Run a full-factorial design (e.g. experiments/003/table1.toml) on every core; finished
     /// runs are kept, so an interrupted design resumes.
     Design(Design),
+    /// Compare two runs of the same transfers (transfers.csv from `slipstream sim`, or the CSV an
+    /// --export-ns2 script writes): transfers finishing at the same time, and per source the
+    /// mean latencies and the Kolmogorov-Smirnov distance against its 5 % critical value.
+    Compare(Compare),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Compare {
+    /// First run (A).
+    pub a: PathBuf,
+    /// Second run (B).
+    pub b: PathBuf,
+    /// Latencies within this many microseconds count as the same.
+    #[arg(long, default_value_t = 2.0)]
+    pub tolerance_us: f64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -87,23 +107,47 @@ pub struct Replay {
     pub trace: Option<PathBuf>,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match (args.command, args.scenario) {
+pub fn run(mut args: Args) -> anyhow::Result<()> {
+    match (args.command.take(), args.scenario.clone()) {
         (Some(Sub::Replay(r)), _) => replay(r),
         (Some(Sub::Design(d)), _) => design(d),
-        (None, Some(scenario)) => run_scenario(&scenario, args.out.as_deref(), args.plot, args.dump_workload.as_deref()),
+        (Some(Sub::Compare(c)), _) => compare(c),
+        (None, Some(scenario)) => run_scenario(&scenario, &args),
         (None, None) => anyhow::bail!("give a scenario file (slipstream sim SCENARIO.toml --out DIR) or a subcommand (see --help)"),
     }
 }
 
-fn run_scenario(
-    path: &std::path::Path,
-    out: Option<&std::path::Path>,
-    plot: bool,
-    dump: Option<&std::path::Path>,
-) -> anyhow::Result<()> {
+fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
+    let (out, plot) = (args.out.as_deref(), args.plot);
     let plan = slipstream_sim::scenario::Scenario::load(path)?;
-    if let Some(dump) = dump {
+    if let Some(script) = &args.export_ns2 {
+        let (network, transfers) = reference::network(&plan.chain, &plan.jobs);
+        let labelled: Vec<_> = transfers
+            .into_iter()
+            .zip(&plan.jobs)
+            .map(|(t, j)| (t, slipstream_sim::output::source_name(j.src)))
+            .collect();
+        let text = slipstream_sim::export::ns2_script(&slipstream_sim::export::Export {
+            name: &plan.name,
+            network: &network,
+            tcp: &plan.tcp,
+            era: plan.era,
+            transfers: &labelled,
+            grace: reference::GRACE,
+        });
+        std::fs::write(script, text)
+            .with_context(|| format!("cannot write {}", script.display()))?;
+        eprintln!(
+            "wrote {} ({} transfers); run it with: ns {} out=transfers-ns2.csv",
+            script.display(),
+            plan.jobs.len(),
+            script.display()
+        );
+        if out.is_none() && args.dump_workload.is_none() {
+            return Ok(());
+        }
+    }
+    if let Some(dump) = args.dump_workload.as_deref() {
         let mut text =
             String::from("# id start_s src size_bytes  (src 1=child 2=parent 3=origin)\n");
         for j in &plan.jobs {
@@ -279,12 +323,12 @@ fn draw_latency(
 }
 
 fn replay(r: Replay) -> anyhow::Result<()> {
-    let tcp = match r.era.as_str() {
-        "2.35" => TcpConfig::ns2_235(),
-        "2.26" => TcpConfig::ns2_226(),
-        other => anyhow::bail!("--era must be 2.35 or 2.26, not `{other}`"),
+    let era = slipstream_sim::Era::parse(&r.era)
+        .with_context(|| format!("--era must be 2.35 or 2.26, not `{}`", r.era))?;
+    let tcp = TcpConfig {
+        syn: r.syn,
+        ..era.config()
     };
-    let tcp = TcpConfig { syn: r.syn, ..tcp };
     let text = std::fs::read_to_string(&r.workload)
         .with_context(|| format!("cannot read {}", r.workload.display()))?;
     let jobs = reference::parse(&text, &r.workload.display().to_string())?;
@@ -330,4 +374,34 @@ fn replay(r: Replay) -> anyhow::Result<()> {
         run.events as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6
     );
     Ok(())
+}
+
+fn compare(c: Compare) -> anyhow::Result<()> {
+    use slipstream_sim::compare;
+    let read = |p: &std::path::Path| -> anyhow::Result<Vec<compare::Row>> {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+        Ok(compare::parse(&text, &p.display().to_string())?)
+    };
+    let (a, b) = (read(&c.a)?, read(&c.b)?);
+    anyhow::ensure!(
+        c.tolerance_us.is_finite() && c.tolerance_us >= 0.0,
+        "--tolerance-us must be a non-negative number"
+    );
+    let text = format!(
+        "A = {}\nB = {}\n{}",
+        c.a.display(),
+        c.b.display(),
+        compare::compare(&a, &b, c.tolerance_us * 1e-6)
+    );
+    write_stdout(&text)
+}
+
+/// Writes to standard output; a reader that went away (`| head`) is not an error.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }

@@ -296,6 +296,7 @@ fn run_one(run: &RunSpec, design_dir: &Path, out: &Path) -> Result<Summary, Desi
         &plan.jobs,
         &result,
         started.elapsed().as_secs_f64(),
+        plan.achieved,
     );
     let write_err = |source| DesignError::Write {
         path: dir.display().to_string(),
@@ -317,14 +318,14 @@ pub fn results_csv(results: &[(RunSpec, Summary)]) -> String {
             out.push(',');
         }
     }
-    out.push_str("n,drops,mean_s,child_mean_s,parent_mean_s,origin_mean_s,child_sd_s,parent_sd_s,origin_sd_s,p90_s,wall_s\n");
+    out.push_str("n,drops,mean_s,child_mean_s,parent_mean_s,origin_mean_s,child_sd_s,parent_sd_s,origin_sd_s,p90_s,child_share,parent_share,wall_s\n");
     for (run, s) in results {
         for (_, v) in &run.levels {
             out.push_str(&v.replace(',', ";"));
             out.push(',');
         }
         out.push_str(&format!(
-            "{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.3}\n",
+            "{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.4},{:.4},{:.3}\n",
             s.completed,
             s.drops,
             s.all.mean_s,
@@ -335,6 +336,8 @@ pub fn results_csv(results: &[(RunSpec, Summary)]) -> String {
             s.parent.sd_s,
             s.origin.sd_s,
             s.all.p90_s,
+            s.child.n as f64 / s.completed.max(1) as f64,
+            s.parent.n as f64 / s.completed.max(1) as f64,
             s.wall_s
         ));
     }

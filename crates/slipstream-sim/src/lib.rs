@@ -8,6 +8,7 @@
 pub mod compare;
 pub mod design;
 pub mod export;
+pub mod hits;
 pub mod net;
 pub mod output;
 pub mod reference;

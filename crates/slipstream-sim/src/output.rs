@@ -52,6 +52,9 @@ pub struct Summary {
     pub origin: Stats,
     /// All transfers.
     pub all: Stats,
+    /// With real caches: the hit ratios they achieved over these transfers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit_stage: Option<crate::hits::Achieved>,
 }
 
 /// The source name of a job's `src`.
@@ -92,7 +95,13 @@ fn stats(mut latencies: Vec<f64>, retransmissions: u64) -> Stats {
 }
 
 /// Per-transfer rows and the summary of a run.
-pub fn summarise(name: &str, jobs: &[Job], run: &Run, wall_s: f64) -> (String, Summary) {
+pub fn summarise(
+    name: &str,
+    jobs: &[Job],
+    run: &Run,
+    wall_s: f64,
+    hit_stage: Option<crate::hits::Achieved>,
+) -> (String, Summary) {
     let src_of: std::collections::HashMap<u64, u8> = jobs.iter().map(|j| (j.id, j.src)).collect();
     let mut results = run.results.clone();
     results.sort_by_key(|r| r.transfer.id);
@@ -132,6 +141,7 @@ pub fn summarise(name: &str, jobs: &[Job], run: &Run, wall_s: f64) -> (String, S
         parent,
         origin,
         all,
+        hit_stage,
     };
     (csv, summary)
 }

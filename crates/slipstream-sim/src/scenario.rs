@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Exp, LogNormal};
+use rand_distr::{Distribution, Exp};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -31,8 +31,37 @@ pub struct Scenario {
     pub tcp: Tcp,
     /// Transfers to run.
     pub workload: Workload,
-    /// Which level serves each transfer.
+    /// Which level serves each transfer: probabilities (`[hits]`), or real caches.
     pub hits: Hits,
+    /// Real caches at the child and the parent: when present, they decide which level serves
+    /// each request (and `hits.child` / `hits.parent` must not be given).
+    pub caches: Option<Caches>,
+}
+
+/// The two proxies' caches (`slipstream-cache` engines).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Caches {
+    /// The child proxy's cache.
+    pub child: CacheSpec,
+    /// The parent proxy's cache.
+    pub parent: CacheSpec,
+}
+
+/// One cache.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSpec {
+    /// Capacity: `64MB`, `512KB`, `1GB`.
+    pub size: Spanned<String>,
+    /// Policy as `slipstream cachesim` names them: `lru` (paper 003), `sieve`, `adaptive`,
+    /// `total`, `small`, or `LEVEL+ALGORITHM`.
+    #[serde(default = "lru")]
+    pub policy: Spanned<String>,
+}
+
+fn lru() -> Spanned<String> {
+    spanned("lru".into())
 }
 
 /// The chain client – child – parent – origin (paper 003 Figure 1).
@@ -86,6 +115,14 @@ pub struct Workload {
     pub tail_alpha: f64,
     /// See `body_mean`.
     pub max_size: f64,
+    /// With `[caches]`: distinct objects in the synthetic trace.
+    pub objects: Spanned<i64>,
+    /// With `[caches]`: Zipf exponent of object popularity.
+    pub zipf_alpha: Spanned<f64>,
+    /// With `[caches]`: requests run through the caches before the measured transfers, so
+    /// that the transfers see steady-state caches (paper 003 took its 5,000 transfers from a
+    /// longer trace).
+    pub warmup: Spanned<i64>,
 }
 
 /// The hit stage: the probability that the child or the parent serves a transfer (paper 003:
@@ -129,6 +166,19 @@ impl Default for Tcp {
     }
 }
 
+impl Workload {
+    /// The size model these fields describe.
+    pub fn size_model(&self) -> slipstream_workload::web::SizeModel {
+        slipstream_workload::web::SizeModel {
+            body_mean: self.body_mean,
+            body_sd: self.body_sd,
+            tail_k: self.tail_k,
+            tail_alpha: self.tail_alpha,
+            max_bytes: self.max_size,
+        }
+    }
+}
+
 impl Default for Workload {
     fn default() -> Self {
         Workload {
@@ -140,6 +190,9 @@ impl Default for Workload {
             tail_k: 10000.0,
             tail_alpha: 1.2,
             max_size: 1_490_000.0,
+            objects: spanned(20_000),
+            zipf_alpha: spanned(0.8),
+            warmup: spanned(50_000),
         }
     }
 }
@@ -203,6 +256,8 @@ pub struct Plan {
     pub era: Era,
     /// The transfers, with their sources.
     pub jobs: Vec<Job>,
+    /// With real caches: the hit ratios they achieved over the transfers.
+    pub achieved: Option<crate::hits::Achieved>,
 }
 
 impl Scenario {
@@ -287,8 +342,18 @@ impl Scenario {
         tcp.window = positive(&self.tcp.window, "tcp.window")?;
         tcp.window_init = positive(&self.tcp.window_init, "tcp.window_init")?;
         tcp.syn = self.tcp.syn;
-        let jobs = match &self.workload.file {
-            Some(file) => {
+        let mut achieved = None;
+        let w = &self.workload;
+        let jobs = match (&w.file, &self.caches) {
+            (Some(file), Some(_)) => {
+                return Err(invalid(
+                    "workload.file",
+                    file.span(),
+                    "a workload file names each transfer's source, so it cannot go with [caches]"
+                        .into(),
+                ))
+            }
+            (Some(file), None) => {
                 let resolved = path.parent().unwrap_or(Path::new(".")).join(file.get_ref());
                 let text = std::fs::read_to_string(&resolved).map_err(|e| {
                     invalid(
@@ -299,8 +364,7 @@ impl Scenario {
                 })?;
                 crate::reference::parse(&text, &resolved.display().to_string())?
             }
-            None => {
-                let w = &self.workload;
+            (None, caches) => {
                 let n = positive(&w.transfers, "workload.transfers")?;
                 let rate = *w.rate.get_ref();
                 if !(rate.is_finite() && rate > 0.0) {
@@ -310,21 +374,6 @@ impl Scenario {
                         "must be a positive number of requests per second".into(),
                     ));
                 }
-                let (hr1, hr2) = (*self.hits.child.get_ref(), *self.hits.parent.get_ref());
-                if !(0.0..=1.0).contains(&hr1) {
-                    return Err(invalid(
-                        "hits.child",
-                        self.hits.child.span(),
-                        "must be between 0 and 1".into(),
-                    ));
-                }
-                if !(0.0..=1.0).contains(&hr2) || hr1 + hr2 > 1.0 {
-                    return Err(invalid(
-                        "hits.parent",
-                        self.hits.parent.span(),
-                        "must be between 0 and 1, and child + parent at most 1".into(),
-                    ));
-                }
                 let threshold = match &self.hits.size_threshold {
                     Some(t) => Some(
                         size(t.get_ref())
@@ -332,7 +381,102 @@ impl Scenario {
                     ),
                     None => None,
                 };
-                synthetic(w, n, rate, hr1, hr2, threshold, self.seed)
+                match caches {
+                    None => {
+                        let (hr1, hr2) = (*self.hits.child.get_ref(), *self.hits.parent.get_ref());
+                        if !(0.0..=1.0).contains(&hr1) {
+                            return Err(invalid(
+                                "hits.child",
+                                self.hits.child.span(),
+                                "must be between 0 and 1".into(),
+                            ));
+                        }
+                        if !(0.0..=1.0).contains(&hr2) || hr1 + hr2 > 1.0 {
+                            return Err(invalid(
+                                "hits.parent",
+                                self.hits.parent.span(),
+                                "must be between 0 and 1, and child + parent at most 1".into(),
+                            ));
+                        }
+                        synthetic(w, n, rate, hr1, hr2, threshold, self.seed)
+                    }
+                    Some(c) => {
+                        for (field, v) in [
+                            ("hits.child", &self.hits.child),
+                            ("hits.parent", &self.hits.parent),
+                        ] {
+                            if !v.span().is_empty() {
+                                return Err(invalid(
+                                    field,
+                                    v.span(),
+                                    "[caches] decides which level serves each request; remove this hit ratio".into(),
+                                ));
+                            }
+                        }
+                        let objects = positive(&w.objects, "workload.objects")?;
+                        let alpha = *w.zipf_alpha.get_ref();
+                        if !(alpha.is_finite() && alpha > 0.0) {
+                            return Err(invalid(
+                                "workload.zipf_alpha",
+                                w.zipf_alpha.span(),
+                                "must be a positive number (web proxies see about 0.6 to 0.9)"
+                                    .into(),
+                            ));
+                        }
+                        let warmup = usize::try_from(*w.warmup.get_ref()).map_err(|_| {
+                            invalid(
+                                "workload.warmup",
+                                w.warmup.span(),
+                                "must be a whole number of requests, 0 or more".into(),
+                            )
+                        })?;
+                        let level = |spec: &CacheSpec,
+                                     size_field: &'static str,
+                                     policy_field: &'static str|
+                         -> Result<crate::hits::Level, ScenarioError> {
+                            let capacity_bytes = size(spec.size.get_ref())
+                                .map_err(|m| invalid(size_field, spec.size.span(), m))?;
+                            let policy = spec.policy.get_ref().parse().map_err(
+                                |e: slipstream_cache::ParsePolicyError| {
+                                    invalid(policy_field, spec.policy.span(), e.to_string())
+                                },
+                            )?;
+                            Ok(crate::hits::Level {
+                                capacity_bytes,
+                                policy,
+                            })
+                        };
+                        let child = level(&c.child, "caches.child.size", "caches.child.policy")?;
+                        let parent =
+                            level(&c.parent, "caches.parent.size", "caches.parent.policy")?;
+                        let requests = slipstream_workload::web::generate(
+                            &slipstream_workload::web::WebConfig {
+                                objects: u64::from(objects),
+                                zipf_alpha: alpha,
+                                requests: warmup + n as usize,
+                                rate,
+                                sizes: w.size_model(),
+                                seed: self.seed,
+                            },
+                        )
+                        .map_err(|e| invalid("workload", 0..0, e.to_string()))?;
+                        let (sources, got) =
+                            crate::hits::assign(&requests, child, parent, threshold, warmup);
+                        achieved = Some(got);
+                        let t0 = warmup.checked_sub(1).map_or(0.0, |i| requests[i].time_s);
+                        requests[warmup..]
+                            .iter()
+                            .zip(&sources[warmup..])
+                            .enumerate()
+                            .map(|(i, (r, src))| Job {
+                                id: i as u64,
+                                start_s: r.time_s - t0,
+                                src: *src,
+                                size: r.size_bytes,
+                            })
+                            .collect()
+                    }
+                }
             }
         };
         Ok(Plan {
@@ -340,6 +484,7 @@ impl Scenario {
             chain: Chain { links },
             tcp,
             era,
+            achieved,
             jobs,
         })
     }
@@ -363,20 +508,13 @@ fn synthetic(
 ) -> Vec<Job> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let gaps = Exp::new(rate).unwrap_or_else(|_| Exp::new(1.0).expect("1 is a valid rate"));
-    let sig2 = (1.0 + (w.body_sd / w.body_mean).powi(2)).ln();
-    let body = LogNormal::new(w.body_mean.ln() - sig2 / 2.0, sig2.sqrt())
-        .unwrap_or_else(|_| LogNormal::new(8.0, 1.0).expect("valid"));
+    let sizes = w.size_model().sampler();
     let mut t = 0.0;
     let mut jobs: Vec<(Job, f64)> = (0..n)
         .map(|i| {
             t += gaps.sample(&mut rng);
             let u: f64 = rng.gen();
-            let mut size = body.sample(&mut rng);
-            if size > w.tail_k {
-                let v: f64 = rng.gen_range(1e-12..1.0);
-                size = w.tail_k * v.powf(-1.0 / w.tail_alpha);
-            }
-            let size = (size as u64).clamp(1, w.max_size as u64);
+            let size = sizes.sample(&mut rng);
             (
                 Job {
                     id: u64::from(i),
@@ -526,6 +664,47 @@ mod tests {
             plan("seed = 4").expect("valid").jobs,
             plan("seed = 5").expect("valid").jobs
         );
+    }
+
+    #[test]
+    fn real_caches_decide_the_sources_and_report_what_they_achieved() {
+        let text = "[workload]\ntransfers = 2000\nobjects = 5000\nwarmup = 10000\n\
+                    [caches]\nchild = { size = \"4MB\" }\nparent = { size = \"32MB\", policy = \"sieve\" }\n";
+        let p = plan(text).expect("valid");
+        assert_eq!(p.jobs.len(), 2000);
+        let achieved = p.achieved.expect("caches report hit ratios");
+        let share = |src| p.jobs.iter().filter(|j| j.src == src).count() as f64 / 2000.0;
+        assert_eq!(achieved.child_hit_ratio, share(1));
+        assert_eq!(achieved.parent_hit_ratio, share(2));
+        assert!(share(1) > 0.2 && share(2) > 0.05, "{achieved:?}");
+        // The same object always has the same size; the measured transfers start near 0.
+        assert!(p.jobs[0].start_s < 1.0);
+        // A bigger child cache serves more.
+        let bigger = plan(&text.replace("4MB", "16MB")).expect("valid");
+        assert!(bigger.achieved.expect("ratios").child_hit_ratio > achieved.child_hit_ratio);
+    }
+
+    #[test]
+    fn cache_errors_name_the_field() {
+        let e = plan("[hits]\nchild = 0.3\n[caches]\nchild = { size = \"1MB\" }\nparent = { size = \"1MB\" }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("s.toml:2: hits.child: [caches] decides"),
+            "{e}"
+        );
+        let e = plan("[caches]\nchild = { size = \"big\" }\nparent = { size = \"1MB\" }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.toml:2: caches.child.size"), "{e}");
+        let e = plan("[caches]\nchild = { size = \"1MB\" }\nparent = { size = \"1MB\", policy = \"fifo\" }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.toml:3: caches.parent.policy"), "{e}");
+        let e = plan("[workload]\nzipf_alpha = 0\n[caches]\nchild = { size = \"1MB\" }\nparent = { size = \"1MB\" }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.toml:2: workload.zipf_alpha"), "{e}");
     }
 
     #[test]

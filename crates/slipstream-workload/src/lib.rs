@@ -11,6 +11,7 @@
 
 pub mod table1;
 pub mod trace;
+pub mod web;
 
 /// One request of a trace or synthetic stream.
 #[derive(Debug, Clone, PartialEq)]

@@ -158,7 +158,8 @@ fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let run = reference::run(&plan.chain, plan.tcp, &plan.jobs, reference::GRACE);
     let wall = started.elapsed().as_secs_f64();
-    let (csv, summary) = slipstream_sim::output::summarise(&plan.name, &plan.jobs, &run, wall);
+    let (csv, summary) =
+        slipstream_sim::output::summarise(&plan.name, &plan.jobs, &run, wall, plan.achieved);
     println!(
         "{:<8} {:>6} {:>10} {:>10} {:>10} {:>10}",
         "source", "n", "mean s", "median s", "p90 s", "max s"
@@ -172,6 +173,15 @@ fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
         println!(
             "{name:<8} {:>6} {:>10.4} {:>10.4} {:>10.4} {:>10.4}",
             s.n, s.mean_s, s.median_s, s.p90_s, s.max_s
+        );
+    }
+    if let Some(a) = &summary.hit_stage {
+        println!(
+            "caches: child served {:.1} % of requests ({:.1} % of bytes), parent {:.1} % ({:.1} %)",
+            100.0 * a.child_hit_ratio,
+            100.0 * a.child_byte_hit_ratio,
+            100.0 * a.parent_hit_ratio,
+            100.0 * a.parent_byte_hit_ratio
         );
     }
     eprintln!(
@@ -265,9 +275,63 @@ fn design(d: Design) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot read {}", dir.display()))?;
             plot_csv(&dir.join("latency.svg"), &run.name, &csv)?;
         }
-        eprintln!("plots: {}/runs/*/latency.svg", d.out.display());
+        let charts = main_effects(&d.out, &results)?;
+        eprintln!(
+            "plots: {}/runs/*/latency.svg and {charts} main-effect chart(s) {}/main-effect-*.svg",
+            d.out.display(),
+            d.out.display()
+        );
     }
     Ok(())
+}
+
+/// One bar chart per factor with more than one level: the mean transfer latency at each level,
+/// averaged over every run at that level (the design's main effects).
+fn main_effects(
+    out: &std::path::Path,
+    results: &[(
+        slipstream_sim::design::RunSpec,
+        slipstream_sim::output::Summary,
+    )],
+) -> anyhow::Result<usize> {
+    let Some((first, _)) = results.first() else {
+        return Ok(0);
+    };
+    let mut charts = 0;
+    for (i, (factor, _)) in first.levels.iter().enumerate() {
+        let mut levels: Vec<(String, f64, usize)> = Vec::new();
+        for (run, summary) in results {
+            let Some((_, level)) = run.levels.get(i) else {
+                continue;
+            };
+            match levels.iter_mut().find(|(l, _, _)| l == level) {
+                Some(entry) => {
+                    entry.1 += summary.all.mean_s;
+                    entry.2 += 1;
+                }
+                None => levels.push((level.clone(), summary.all.mean_s, 1)),
+            }
+        }
+        if levels.len() < 2 {
+            continue;
+        }
+        let bars: Vec<(String, f64)> = levels
+            .into_iter()
+            .map(|(l, sum, n)| (l, sum / n as f64))
+            .collect();
+        let file: String = factor
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        slipstream_bench::chart::bar_chart(
+            &out.join(format!("main-effect-{file}.svg")),
+            &format!("Mean transfer latency by {factor} (averaged over the other factors)"),
+            "mean latency (s)",
+            &bars,
+        )?;
+        charts += 1;
+    }
+    Ok(charts)
 }
 
 /// Latency against size in packets by source, from a run's transfers.csv.

@@ -179,7 +179,7 @@ fn scenario_both(toml_text: &str) -> (Vec<compare::Row>, Vec<compare::Row>, Plan
         grace: reference::GRACE,
     });
     let run = reference::run(&plan.chain, plan.tcp, &plan.jobs, reference::GRACE);
-    let (csv, _) = output::summarise("test", &plan.jobs, &run, 0.0);
+    let (csv, _) = output::summarise("test", &plan.jobs, &run, 0.0, None);
     let ours = compare::parse(&csv, "ours.csv").expect("our csv");
     (run_exported(&script), ours, plan)
 }

@@ -23,6 +23,11 @@ pub struct LinkSpec {
     pub queue_limit: usize,
 }
 
+/// Seconds as ns-2 holds them: the double nearest to the exact value.
+fn secs_f64(n: Nanos) -> f64 {
+    n as f64 / crate::time::SECOND as f64
+}
+
 /// A web transfer: `bytes` from `server` to `client` over one fresh TCP connection, starting at
 /// `start` (paper 003: only the data transfer is modelled).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +200,7 @@ impl Network {
         }
         let mut sim = Sim {
             now: 0,
+            now_f: 0.0,
             seq: 0,
             heap: BinaryHeap::new(),
             events: Vec::new(),
@@ -232,7 +238,7 @@ impl Network {
             trace: trace.is_some().then(Vec::new),
         };
         for (i, t) in transfers.iter().enumerate() {
-            sim.schedule(t.start, Event::Start(i as u32));
+            sim.schedule(t.start, secs_f64(t.start), Event::Start(i as u32));
         }
         sim.run(until);
         if let (Some(out), Some(recorded)) = (trace, sim.trace.take()) {
@@ -299,8 +305,11 @@ pub struct Run {
 
 struct Sim {
     now: Nanos,
+    /// `now` as ns-2's double-precision clock would hold it (see [`Sim::schedule`]).
+    now_f: f64,
     seq: u64,
-    heap: BinaryHeap<Reverse<(Nanos, u64, u32)>>,
+    /// (time, ns-2 clock bits, insertion order, event slot).
+    heap: BinaryHeap<Reverse<(Nanos, u64, u64, u32)>>,
     events: Vec<Option<Event>>,
     free: Vec<u32>,
     links: Vec<Link>,
@@ -332,7 +341,12 @@ impl Sim {
         });
     }
 
-    fn schedule(&mut self, at: Nanos, event: Event) {
+    /// Schedules `event` at `at`. Time is integer nanoseconds, exact; `at_f` is the same
+    /// instant as ns-2's double-precision clock computes it (the same operands, added in the
+    /// same order). It only orders events at exactly the same `at`: ns-2 orders those by the
+    /// rounding of its clock, so breaking such ties by `at_f`, then by insertion, runs them in
+    /// ns-2's order.
+    fn schedule(&mut self, at: Nanos, at_f: f64, event: Event) {
         let slot = match self.free.pop() {
             Some(i) => {
                 self.events[i as usize] = Some(event);
@@ -344,16 +358,19 @@ impl Sim {
             }
         };
         self.seq += 1;
-        self.heap.push(Reverse((at, self.seq, slot)));
+        // Non-negative doubles order as their bit patterns.
+        self.heap
+            .push(Reverse((at, at_f.max(0.0).to_bits(), self.seq, slot)));
     }
 
     fn run(&mut self, until: Nanos) {
         let mut actions = Vec::new();
-        while let Some(Reverse((at, _, slot))) = self.heap.pop() {
+        while let Some(Reverse((at, at_f, _, slot))) = self.heap.pop() {
             if at > until {
                 break;
             }
             self.now = at;
+            self.now_f = f64::from_bits(at_f);
             self.events_processed += 1;
             let Some(event) = self.events[slot as usize].take() else {
                 continue;
@@ -393,7 +410,8 @@ impl Sim {
                     self.forward(server, packet);
                 }
                 Action::Timer { at, generation } => {
-                    self.schedule(at, Event::Timeout(f, generation))
+                    let at_f = self.now_f + secs_f64(at.saturating_sub(self.now));
+                    self.schedule(at, at_f, Event::Timeout(f, generation))
                 }
                 Action::Done => {
                     let flow = &mut self.flows[f as usize];
@@ -413,7 +431,7 @@ impl Sim {
     /// Puts a packet at `node` on its way to `packet.dst`.
     fn forward(&mut self, node: NodeId, packet: Packet) {
         if node == packet.dst {
-            self.schedule(self.now, Event::Arrive(node, packet));
+            self.schedule(self.now, self.now_f, Event::Arrive(node, packet));
             return;
         }
         let Some(link) = self.routes[node.0 as usize][packet.dst.0 as usize] else {
@@ -456,8 +474,12 @@ impl Sim {
         let l = &self.links[link as usize];
         let tx = transmission(packet.bytes, l.spec.bits_per_second);
         let (to, delay) = (l.to, l.spec.delay);
-        self.schedule(self.now + tx + delay, Event::Arrive(to, packet));
-        self.schedule(self.now + tx, Event::TxDone(link));
+        // ns-2: txtime = 8. * size / bandwidth_; arrival at clock_ + (txtime + delay_).
+        let tx_f = 8.0 * f64::from(packet.bytes) / l.spec.bits_per_second as f64;
+        let arrive_f = self.now_f + (tx_f + secs_f64(delay));
+        let done_f = self.now_f + tx_f;
+        self.schedule(self.now + tx + delay, arrive_f, Event::Arrive(to, packet));
+        self.schedule(self.now + tx, done_f, Event::TxDone(link));
     }
 
     fn arrive(&mut self, node: NodeId, packet: Packet, actions: &mut Vec<Action>) {

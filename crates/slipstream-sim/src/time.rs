@@ -1,4 +1,5 @@
-//! Simulated time: integer nanoseconds, so that event order never depends on float rounding.
+//! Simulated time: integer nanoseconds, so that time itself never drifts with float rounding
+//! (events at exactly the same nanosecond are ordered as ns-2 orders them: see `net`).
 
 /// Nanoseconds since the start of a run.
 pub type Nanos = u64;

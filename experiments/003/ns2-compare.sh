@@ -9,13 +9,13 @@
 #      handshake), with the transfers identical within 2 us;
 #   2. the figure panels (experiments/003/figures.toml): one line per panel, means and identical count;
 #   3. the baseline against the reference model itself (its own workload, 10 req/s, 5,000 transfers);
-#   4. speed in this session: the baseline scenario (median whole-process wall time of 5 runs each,
-#      packet-trace events per second counted the same way on both sides) and the whole Table 1
-#      factorial (144 runs; ns2 two at a time);
+#   4. speed in this session: the baseline scenario (median whole-process wall and cpu time of 5 runs
+#      each; packet-trace events per second, counted the same way on both sides) and the whole
+#      Table 1 factorial (144 runs; ns2 two at a time), wall and cpu time;
 #   5. congested agreement (80 req/s, seeds 1-6): per-seed KS distances and means, then pooled over
 #      the seeds for ns2 vs slipstream, ns2 vs ns2 with another default-RNG seed (the noise floor),
 #      and ns2 (export) vs the reference model (whose reused agents keep windowInit_ = 1 after loss).
-# Needs Debian's ns2 (apt-get install ns2) and python3 (format glue only). About 5 minutes on 2
+# Needs Debian's ns2 (apt-get install ns2) and python3 (format glue only). About 2.5 minutes on 2
 # cores, most of it ns2 running the Table 1 factorial. The timings assume an otherwise idle machine.
 # SLIPSTREAM=path overrides the binary (default target/release/slipstream, built if missing).
 set -euo pipefail
@@ -35,6 +35,10 @@ DOCS=docs/experiments/003
 mkdir -p "$DOCS"
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
+# Run a snapshot of the binary, so that a rebuild during the run cannot mix two versions.
+BUILT=$(date -u -r "$B" '+%Y-%m-%d %H:%M UTC')
+cp "$B" "$W/slipstream"
+B=$W/slipstream
 
 # ------------------------------------------------------------------ glue
 # Wrapper that re-seeds ns-2's default RNG (only the per-connection TCP clock phase, boot_time_).
@@ -117,6 +121,12 @@ else:
 PY
 glue() { python3 "$W/glue.py" "$@"; }
 now() { date +%s.%N; }
+measure() { # COMMAND... -> "wall cpu" seconds (cpu = user + sys, children included); output discarded
+  local TIMEFORMAT='%R %U %S' t
+  t=$( { time "$@" >/dev/null 2>&1; } 2>&1 )
+  set -- $t
+  python3 -c "print(f'$1 {$2 + $3:.3f}')"
+}
 since() { python3 -c "print(f'{$(now) - $1:.3f}')"; }
 compare() { "$B" sim compare "$1" "$2"; }   # A B -> sim compare's table
 scenario() { # FILE seed era syn rate c1 child parent threshold
@@ -138,7 +148,7 @@ both_engines() {
 
 main() {
 echo "ns2 vs slipstream -- experiments/003/ns2-compare.sh, $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "slipstream $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates Cargo.lock || echo ' + uncommitted changes') (binary built $(date -u -r "$B" '+%Y-%m-%d %H:%M UTC')), ns $(dpkg-query -W -f '${Version}' ns2 2>/dev/null || echo '?'), $(nproc) cores"
+echo "slipstream $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates Cargo.lock || echo ' + uncommitted changes') (binary built $BUILT), ns $(dpkg-query -W -f '${Version}' ns2 2>/dev/null || echo '?'), $(nproc) cores"
 echo "Every comparison is \`slipstream sim compare\` with ns2 as A and slipstream as B; means in s;"
 echo "identical = transfers whose latencies agree within 2 us."
 
@@ -188,22 +198,27 @@ echo "   (the reference prints times to 1 us, so up to ~1 us of each difference 
 
 echo
 echo "== 4. Speed, both engines in this session (load average before: $(cut -d' ' -f1-3 /proc/loadavg))"
-echo "-- (a) baseline scenario (experiments/003/baseline.toml), whole-process wall time, median of 5"
+echo "   wall = whole-process elapsed time; cpu = user + sys of the process and its children (less"
+echo "   sensitive than wall time to other work on the machine; the load averages show any)"
+echo "-- (a) baseline scenario (experiments/003/baseline.toml), median of 5 runs each"
 mkdir -p "$W/speed"
 "$B" sim experiments/003/baseline.toml --export-ns2 "$W/speed/base.tcl" \
   --dump-workload "$W/speed/w.txt" >/dev/null 2>&1
-ours=(); theirs=()
+ours_w=(); ours_c=(); ns_w=(); ns_c=()
 for rep in 1 2 3 4 5; do
-  t=$(now); "$B" sim experiments/003/baseline.toml --out "$W/speed/ours$rep" >/dev/null 2>&1; ours+=("$(since "$t")")
-  t=$(now); (cd "$W/speed" && ns base.tcl out=ns$rep.csv >/dev/null); theirs+=("$(since "$t")")
+  read -r w c < <(measure "$B" sim experiments/003/baseline.toml --out "$W/speed/ours$rep")
+  ours_w+=("$w"); ours_c+=("$c")
+  read -r w c < <(measure ns "$W/speed/base.tcl" out="$W/speed/ns$rep.csv")
+  ns_w+=("$w"); ns_c+=("$c")
 done
-ours_med=$(glue median "${ours[@]}"); ns_med=$(glue median "${theirs[@]}")
-echo "slipstream runs: ${ours[*]} s -> median $ours_med s"
-echo "ns2 runs:        ${theirs[*]} s -> median $ns_med s"
-compare "$W/speed/ns1.csv" "$W/speed/ours1/transfers.csv" | glue agree "ns2 vs slipstream on this run: "
+ours_wm=$(glue median "${ours_w[@]}"); ours_cm=$(glue median "${ours_c[@]}")
+ns_wm=$(glue median "${ns_w[@]}"); ns_cm=$(glue median "${ns_c[@]}")
+echo "slipstream wall ${ours_w[*]} s -> median $ours_wm s;  cpu ${ours_c[*]} s -> median $ours_cm s"
+echo "ns2        wall ${ns_w[*]} s -> median $ns_wm s;  cpu ${ns_c[*]} s -> median $ns_cm s"
+compare "$W/speed/ns1.csv" "$W/speed/ours1/transfers.csv" | glue agree "ns2 vs slipstream on these runs: "
 # Packet-trace events, counted the same way on both sides. ns-2 writes + - r d; slipstream's
 # trace (sim replay --trace) writes + - d only, so r lines are left out of both counts.
-(cd "$W/speed" && ns base.tcl out=traced.csv trace=ns.tr >/dev/null)
+ns "$W/speed/base.tcl" out="$W/speed/traced.csv" trace="$W/speed/ns.tr" >/dev/null
 "$B" sim replay "$W/speed/w.txt" --trace "$W/speed/ours.tr" --out "$W/speed/replay.out" >/dev/null 2>&1
 count() { # TRACE -> "plus minus r d" line counts
   awk '{ c[$1]++ } END { printf "%d %d %d %d\n", c["+"], c["-"], c["r"], c["d"] }' "$1"
@@ -214,31 +229,32 @@ ns_ev=$((ns_p + ns_m + ns_d)); ours_ev=$((ours_p + ours_m + ours_d))
 echo "trace lines  ns2: + $ns_p  - $ns_m  r $ns_r  d $ns_d;  slipstream: + $ours_p  - $ours_m  r $ours_r  d $ours_d"
 echo "slipstream's trace has no r lines: events = + - d lines on both sides (ns2 $ns_ev, slipstream $ours_ev)"
 echo "slipstream's own event count (summary.json \"events\", its queue's events): $(python3 -c "import json; print(json.load(open('$W/speed/ours1/summary.json'))['events'])")"
-python3 - "$ns_ev" "$ns_med" "$ours_ev" "$ours_med" <<'PY'
+python3 - "$ns_ev" "$ns_wm" "$ns_cm" "$ours_ev" "$ours_wm" "$ours_cm" <<'PY'
 import sys
-ne, nw, oe, ow = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+ne, nw, nc, oe, ow, oc = int(sys.argv[1]), *map(float, sys.argv[2:4]), int(sys.argv[4]), *map(float, sys.argv[5:7])
 print(f"events/s over the untraced median wall time: ns2 {ne / nw / 1e6:.3f} M/s, slipstream {oe / ow / 1e6:.3f} M/s "
-      f"({(oe / ow) / (ne / nw):.1f}x); wall time ratio ns2/slipstream {nw / ow:.1f}x")
+      f"({(oe / ow) / (ne / nw):.1f}x)")
+print(f"events/s over the untraced median cpu time:  ns2 {ne / nc / 1e6:.3f} M/s, slipstream {oe / oc / 1e6:.3f} M/s "
+      f"({(oe / oc) / (ne / nc):.1f}x)")
 PY
 
-echo "-- (b) Table 1 factorial (experiments/003/table1.toml, 144 runs x 5,000 transfers)"
-t=$(now); "$B" sim design experiments/003/table1.toml --out "$W/table1" >/dev/null 2>&1; ours_t=$(since "$t")
+echo "-- (b) Table 1 factorial (experiments/003/table1.toml, 144 runs x 5,000 transfers; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+read -r ours_w ours_c < <(measure "$B" sim design experiments/003/table1.toml --out "$W/table1")
 runs=("$W"/table1/runs/*/)
 for run in "${runs[@]}"; do "$B" sim "$run/scenario.toml" --export-ns2 "$run/ns.tcl" >/dev/null 2>&1; done
-t=$(now)
-printf '%s\0' "${runs[@]}" | xargs -0 -P 2 -n 1 sh -c 'cd "$1" && ns ns.tcl out=ns.csv >/dev/null' sh
-ns_t=$(since "$t")
+printf '%s\0' "${runs[@]}" > "$W/runs.lst"
+read -r ns_w ns_c < <(measure xargs -0 -P 2 -n 1 -a "$W/runs.lst" sh -c 'cd "$1" && ns ns.tcl out=ns.csv' sh)
 same=0; total=0; whole=0
 for run in "${runs[@]}"; do
   read -r n s < <(compare "$run/ns.csv" "$run/transfers.csv" | sed -n 's/^\([0-9]*\) transfers in both; \([0-9]*\) finish.*/\1 \2/p')
   total=$((total + n)); same=$((same + s)); [ "$n" != "$s" ] || whole=$((whole + 1))
 done
-python3 - "${#runs[@]}" "$ours_t" "$ns_t" <<'PY'
+python3 - "${#runs[@]}" "$ours_w" "$ours_c" "$ns_w" "$ns_c" <<'PY'
 import sys
-n, o, t = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-print(f"slipstream sim design (2 threads): {o:.3f} s wall, {o / n:.4f} s per run")
-print(f"ns2, exported scripts, xargs -P 2:  {t:.3f} s wall, {t / n:.4f} s per run")
-print(f"ratio ns2/slipstream {t / o:.1f}x over {n} runs")
+n, ow, oc, nw, nc = int(sys.argv[1]), *map(float, sys.argv[2:])
+print(f"slipstream sim design (2 threads): wall {ow:.3f} s ({ow / n:.4f} s per run), cpu {oc:.3f} s ({oc / n:.4f} s per run)")
+print(f"ns2 on the exported scripts, xargs -P 2: wall {nw:.3f} s ({nw / n:.4f} s per run), cpu {nc:.3f} s ({nc / n:.4f} s per run)")
+print(f"ratio ns2/slipstream over {n} runs: wall {nw / ow:.1f}x, cpu {nc / oc:.1f}x")
 PY
 echo "(agreement over the factorial: $same of $total transfers identical; $whole of ${#runs[@]} runs identical throughout)"
 echo "(load average after the timings: $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -12,6 +12,7 @@ B=target/release/slipstream
 OUT=${OUT:-out/003}
 RUNS="$OUT/figures-2.26"
 NS="$OUT/ns2/figures-2.26"
+rm -rf "$RUNS" "$NS"
 mkdir -p "$NS" docs/experiments/003
 "$B" sim design experiments/003/figures-2.26.toml --out "$RUNS" --plot
 for run in "$RUNS"/runs/*/; do
@@ -23,6 +24,7 @@ ls "$NS"/*.tcl | xargs -P 2 -I{} sh -c 'ns "$1" out="${1%.tcl}.csv" > "${1%.tcl}
 for run in "$RUNS"/runs/*/; do
   name=$(basename "$run")
   printf '%-32s ' "$name"; "$B" sim compare "$NS/$name.csv" "$run/transfers.csv" | sed -n 3p
-done
-python3 experiments/003/paper-table.py "$RUNS/runs" "$NS" > docs/experiments/003/paper-table.md
+done | tee docs/experiments/003/ns2-panels.txt
+python3 experiments/003/paper-table.py "$RUNS/runs" "$NS" \
+  --splice docs/experiments/003-network-impacts.md > docs/experiments/003/paper-table.md
 echo "wrote docs/experiments/003/paper-table.md"

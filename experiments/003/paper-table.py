@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Every number paper 003 prints, next to slipstream's and ns2's on the same transfers.
 
-Usage: paper-table.py RUNS_DIR [NS2_DIR]
+Usage: paper-table.py RUNS_DIR [NS2_DIR] [--splice REPORT.md]
   RUNS_DIR  out/003/figures-2.26/runs (one directory per panel, each with transfers.csv)
   NS2_DIR   directory with PANEL.csv from ns2 running each panel's --export-ns2 script
             (experiments/003/ns2-compare.sh writes them); without it the ns2 column is empty.
-Prints a markdown table. The paper's values are typed in from the paper (Tables 2-5 and the
+Prints a markdown table; with --splice, also writes it into REPORT.md between the lines
+`<!-- paper-table:begin -->` and `<!-- paper-table:end -->`. The paper's values are typed in from the paper (Tables 2-5 and the
 text of Figs. 2 and 5); everything else is computed from the CSVs.
 """
 import csv
@@ -85,9 +86,27 @@ def fmt(v, kind):
     }[kind]
 
 
+def splice(report, table):
+    with open(report) as f:
+        text = f.read()
+    begin, end = "<!-- paper-table:begin -->", "<!-- paper-table:end -->"
+    if begin not in text or end not in text:
+        sys.exit(f"{report}: no {begin} ... {end} markers to splice the table between")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(report, "w") as f:
+        f.write(head + begin + "\n" + table + "\n" + end + tail)
+
+
 def main():
-    runs = sys.argv[1]
-    ns2 = sys.argv[2] if len(sys.argv) > 2 else None
+    args = sys.argv[1:]
+    report = None
+    if "--splice" in args:
+        i = args.index("--splice")
+        report = args[i + 1]
+        del args[i:i + 2]
+    runs = args[0]
+    ns2 = args[1] if len(args) > 1 else None
     panel = lambda name: (load(os.path.join(runs, name, "transfers.csv")),
                           load(os.path.join(ns2, name + ".csv")) if ns2 else None)
     out = ["| experiment | quantity | paper | slipstream | ns2 |", "|---|---|---|---|---|"]
@@ -202,7 +221,10 @@ def main():
                                ("default, C1 = 100", "t5-rate-80-default-c1-100mb", "0.145"),
                                ("threshold, C1 = 100", "t5-rate-80-threshold-c1-100mb", "0.160")):
         row(f"Table 5 text, λ = 80, {label}", "mean latency (s)", paper, mean_latency, "s", panel(name))
-    print("\n".join(out))
+    table = "\n".join(out)
+    print(table)
+    if report:
+        splice(report, table)
 
 
 if __name__ == "__main__":

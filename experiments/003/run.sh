@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Reproduces docs/experiments/003-network-impacts.md's simulations (slipstream only; the ns2
-# columns come from ns2-panels.sh and ns2-compare.sh, which need Debian's ns2):
+# Reproduces docs/experiments/003-network-impacts.md. With Debian's ns2 installed it ends by
+# running ns2-panels.sh (the ns2 column of the big table) and ns2-compare.sh (Tables 3/5 in both
+# eras, speed, congestion); NS2=0 skips them. Without ns2, the report's ns2 numbers are kept.
 #   - every experiment of the paper in its ns-2 setting (figures-2.26.toml), with charts;
 #   - the same panels with Debian's ns-2.35 defaults (figures.toml);
 #   - the hit-ratio and size-threshold designs in both eras, and with real LRU caches;
 #   - the whole Table 1 factorial, timed from scratch, and its main-effect charts;
 #   - docs/experiments/003/paper-table.md (paper vs slipstream, plus ns2 if ns2-panels.sh ran).
-# About 30 s on 2 cores after the build.
+# About 30 s on 2 cores after the build, plus about 3 minutes for the ns2 part.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release --locked -p slipstream
@@ -14,14 +15,16 @@ B=target/release/slipstream
 OUT=${OUT:-out/003}
 DOCS=docs/experiments/003
 mkdir -p "$DOCS"
+# Fresh runs: a design resumes finished runs, which would keep results of an older build.
+for d in figures-2.26 figures hitratio-2.26 threshold threshold-2.26 caches-threshold table1; do
+  rm -rf "${OUT:?}/$d"
+done
 $B sim design experiments/003/figures-2.26.toml --out "$OUT/figures-2.26" --plot
 $B sim design experiments/003/figures.toml --out "$OUT/figures" --plot
 $B sim design experiments/003/hitratio-2.26.toml --out "$OUT/hitratio-2.26"
 $B sim design experiments/003/threshold.toml --out "$OUT/threshold"
 $B sim design experiments/003/threshold-2.26.toml --out "$OUT/threshold-2.26"
 $B sim design experiments/003/caches-threshold.toml --out "$OUT/caches-threshold" --plot
-# Timed from scratch: a finished run would otherwise be resumed, not redone.
-rm -rf "$OUT/table1"
 start=$(date +%s.%N)
 $B sim design experiments/003/table1.toml --out "$OUT/table1"
 echo "Table 1 factorial wall time: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s" | tee "$DOCS/table1-walltime.txt"
@@ -32,7 +35,15 @@ for run in "$OUT"/figures-2.26/runs/*/; do cp "$run/latency.svg" "$DOCS/$(basena
 for d in figures-2.26 figures hitratio-2.26 threshold threshold-2.26 caches-threshold table1; do
   cp "$OUT/$d/results.csv" "$DOCS/$d.csv"
 done
-ns2_dir="$OUT/ns2/figures-2.26"
-[ -d "$ns2_dir" ] || ns2_dir=""
-python3 experiments/003/paper-table.py "$OUT/figures-2.26/runs" $ns2_dir > "$DOCS/paper-table.md"
+# With ns2's runs of the same panels (ns2-panels.sh), the table goes into the report too.
+if [ -d "$OUT/ns2/figures-2.26" ]; then
+  python3 experiments/003/paper-table.py "$OUT/figures-2.26/runs" "$OUT/ns2/figures-2.26" \
+    --splice docs/experiments/003-network-impacts.md > "$DOCS/paper-table.md"
+else
+  python3 experiments/003/paper-table.py "$OUT/figures-2.26/runs" > "$DOCS/paper-table.md"
+fi
 echo "wrote $DOCS"
+if [ "${NS2:-1}" != 0 ] && command -v ns >/dev/null; then
+  experiments/003/ns2-panels.sh
+  experiments/003/ns2-compare.sh
+fi

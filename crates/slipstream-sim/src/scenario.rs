@@ -18,12 +18,13 @@ use crate::tcp::{Era, TcpConfig};
 use crate::time::{Nanos, MILLI};
 
 /// A scenario as written.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Scenario {
     /// Name used in outputs.
     pub name: Option<String>,
-    /// Seed of the workload and hit-stage RNG: the same seed gives the same run.
+    /// Seed of the workload and hit-stage RNG: the same seed gives the same run (default 1,
+    /// as `experiments/003/baseline.toml` shows).
     pub seed: u64,
     /// Links of the chain.
     pub topology: Topology,
@@ -138,6 +139,20 @@ pub struct Hits {
     /// this many bytes can be child hits, only larger ones parent hits; the overall shares
     /// HR1 and HR2 are kept as far as the workload's size mix allows.
     pub size_threshold: Option<Spanned<String>>,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            name: None,
+            seed: 1,
+            topology: Topology::default(),
+            tcp: Tcp::default(),
+            workload: Workload::default(),
+            hits: Hits::default(),
+            caches: None,
+        }
+    }
 }
 
 fn spanned<T>(v: T) -> Spanned<T> {
@@ -622,6 +637,16 @@ mod tests {
     #[test]
     fn an_empty_file_is_the_papers_baseline() {
         let p = plan("").expect("valid");
+        let shown = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../experiments/003/baseline.toml"),
+        )
+        .expect("baseline.toml");
+        assert_eq!(
+            p.jobs,
+            plan(&shown).expect("valid").jobs,
+            "baseline.toml shows the defaults"
+        );
         assert_eq!(p.jobs.len(), 5000);
         assert_eq!(p.chain, Chain::default());
         let child = p.jobs.iter().filter(|j| j.src == 1).count() as f64 / 5000.0;

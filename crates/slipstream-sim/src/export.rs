@@ -114,7 +114,6 @@ foreach arg $argv {
         ("rtxcur_init_", secs(tcp.initial_rto)),
         ("precisionReduce_", tcl_bool(tcp.precision_reduce).into()),
         ("singledup_", u8::from(tcp.limited_transmit).to_string()),
-        ("syn_", tcl_bool(tcp.syn).into()),
         ("delay_growth_", tcl_bool(tcp.delay_growth).into()),
     ] {
         let _ = writeln!(s, "Agent/TCP set {name} {value}");
@@ -148,12 +147,22 @@ foreach arg $argv {
     }
     s.push_str("\n# Transfers: id start_s server client bytes wire_bytes_to_deliver source\nset transfers {\n");
     let last = e.transfers.iter().map(|(t, _)| t.start).max().unwrap_or(0);
+    // With a request, the handshake goes with it and the response has none (as in `net`).
+    let with_request = tcp.request_bytes > 0;
+    let response = TcpConfig {
+        syn: tcp.syn && !with_request,
+        ..*tcp
+    };
+    // In-order bytes a sink hands up for `bytes` of payload: headers included, except on a
+    // header-less segment 0 (see `TcpConfig::segment_bytes`).
+    let wire = |cfg: &TcpConfig, bytes: u64| -> u64 {
+        let first = u32::from(cfg.syn);
+        (first..first + cfg.segments(bytes))
+            .map(|seq| u64::from(cfg.segment_bytes(seq)))
+            .sum()
+    };
     for (t, source) in e.transfers {
-        let segments = tcp.segments(t.bytes);
-        let first = u32::from(tcp.syn);
-        let wire: u64 = (first..first + segments)
-            .map(|seq| u64::from(tcp.segment_bytes(seq)))
-            .sum();
+        let wire = wire(&response, t.bytes);
         let _ = writeln!(
             s,
             "    {{{} {:.9} {} {} {} {wire} {source}}}",
@@ -166,6 +175,19 @@ foreach arg $argv {
     }
     s.push_str("}\n");
     let _ = writeln!(s, "set packet {}", tcp.payload_bytes);
+    // The request: its payload, the bytes its sink hands up, and which agents do the handshake.
+    let _ = writeln!(
+        s,
+        "set request_bytes {}\nset request_wire {}\nset request_syn {}\nset response_syn {}",
+        tcp.request_bytes,
+        if with_request {
+            wire(tcp, u64::from(tcp.request_bytes))
+        } else {
+            0
+        },
+        tcl_bool(tcp.syn),
+        tcl_bool(response.syn)
+    );
     let _ = writeln!(s, "set window_init {}", tcp.window_init);
     let _ = writeln!(s, "set stop_at {:.9}", to_secs_f64(last + e.grace));
     s.push_str(RUNNER);
@@ -178,23 +200,26 @@ const RUNNER: &str = r#"
 # all of them are there.
 Class Application/SlipstreamRx -superclass Application
 Application/SlipstreamRx instproc recv {bytes} {
-    $self instvar have want transfer
+    $self instvar have want transfer role
     incr have $bytes
     if {$transfer >= 0 && $have >= $want} {
-        delivered $transfer
+        set i $transfer
         set transfer -1
+        delivered $i $role
     }
 }
 
-set pending 0
 set finished 0
-proc agents {server client} {
+proc agents {server client syn} {
     global ns node pool owner
-    if {[info exists pool($server,$client)] && [llength $pool($server,$client)] > 0} {
-        set pair [lindex $pool($server,$client) end]
-        set pool($server,$client) [lrange $pool($server,$client) 0 end-1]
+    set key $server,$client,$syn
+    if {[info exists pool($key)] && [llength $pool($key)] > 0} {
+        set pair [lindex $pool($key) end]
+        set pool($key) [lrange $pool($key) 0 end-1]
         return $pair
     }
+    # syn_ as the class default before `new`: a new agent sets its first window from it.
+    Agent/TCP set syn_ $syn
     set tcp [new Agent/TCP/Reno]
     set sink [new Agent/TCPSink]
     $ns attach-agent $node($server) $tcp
@@ -204,52 +229,71 @@ proc agents {server client} {
     $rx set have 0
     $rx set want 0
     $rx set transfer -1
+    $rx set role response
     $rx attach-agent $sink
     $rx start
     $tcp proc done {} "acked $tcp"
-    set owner($tcp) [list $server $client $sink $rx]
+    set owner($tcp) [list $key $sink $rx]
     return [list $tcp $sink $rx]
 }
 
-proc start {i} {
-    global transfers packet pending current started
-    lassign [lindex $transfers $i] id start_s server client bytes wire source
-    lassign [agents $server $client] tcp sink rx
+# One leg of a transfer on a pooled agent pair: `role` is request (client to server) or
+# response (server to client).
+proc send {i role from to syn bytes wire} {
+    global transfers packet current
+    set id [lindex $transfers $i 0]
+    lassign [agents $from $to $syn] tcp sink rx
     $rx set have 0
     $rx set want $wire
     $rx set transfer $i
-    set current($tcp) $i
+    $rx set role $role
+    set current($tcp) [list $i $role]
     $tcp set fid_ $id
-    set started($i) 1
-    incr pending
     $tcp advanceby [expr {($bytes + $packet - 1) / $packet}]
 }
 
-proc delivered {i} {
-    global ns end_at
-    set end_at($i) [$ns now]
+proc start {i} {
+    global transfers request_bytes request_wire request_syn response_syn
+    lassign [lindex $transfers $i] id start_s server client bytes wire source
+    if {$request_bytes > 0} {
+        send $i request $client $server $request_syn $request_bytes $request_wire
+    } else {
+        send $i response $server $client $response_syn $bytes $wire
+    }
+}
+
+proc delivered {i role} {
+    global ns end_at transfers response_syn
+    if {$role eq "request"} {
+        # The server has the request: the response starts now.
+        lassign [lindex $transfers $i] id start_s server client bytes wire source
+        send $i response $server $client $response_syn $bytes $wire
+    } else {
+        set end_at($i) [$ns now]
+    }
 }
 
 proc acked {tcp} {
-    global ns current rexmit pending finished
-    set i $current($tcp)
-    set rexmit($i) [$tcp set nrexmitpack_]
-    incr pending -1
-    incr finished
+    global ns current rexmit finished
+    lassign $current($tcp) i role
+    if {$role eq "response"} {
+        set rexmit($i) [$tcp set nrexmitpack_]
+        incr finished
+    }
     # Back to the pool in an event of its own: this runs inside the agent's recv.
     $ns at [$ns now] "release $tcp"
 }
 
 proc release {tcp} {
     global pool owner finished transfers
-    lassign $owner($tcp) server client sink rx
+    lassign $owner($tcp) key sink rx
     # `reset` does not restore windowInit_, which ns-2 lowers to 1 for good when a
     # connection's first packet is lost (bugfix_ss_); a reused agent must start as a new one.
     $tcp set windowInit_ $::window_init
     $tcp reset
     $sink reset
     $rx set transfer -1
-    lappend pool($server,$client) [list $tcp $sink $rx]
+    lappend pool($key) [list $tcp $sink $rx]
     if {$finished == [llength $transfers]} { finish }
 }
 

@@ -88,11 +88,31 @@ enum Event {
 
 struct Flow {
     transfer: Transfer,
+    /// This flow's TCP settings (a response after a request skips the handshake).
+    cfg: TcpConfig,
     sender: Sender,
     sink: Sink,
     segments: u32,
     received: Option<Nanos>,
     acked: Option<Nanos>,
+    /// For a request: the response flow to start once the server has the whole request.
+    then: Option<u32>,
+}
+
+impl Flow {
+    fn new(transfer: Transfer, cfg: TcpConfig, then: Option<u32>) -> Flow {
+        let segments = cfg.segments(transfer.bytes);
+        Flow {
+            transfer,
+            cfg,
+            sender: Sender::new(cfg, segments),
+            sink: Sink::default(),
+            segments,
+            received: None,
+            acked: None,
+            then,
+        }
+    }
 }
 
 /// A topology. Build it, then [`Network::run`] transfers over it.
@@ -218,27 +238,34 @@ impl Network {
                 .collect(),
             links_from: self.links.iter().map(|(from, _, _)| from.0).collect(),
             routes,
-            flows: transfers
-                .iter()
-                .map(|t| {
-                    let segments = tcp.segments(t.bytes);
-                    Flow {
-                        transfer: *t,
-                        sender: Sender::new(tcp, segments),
-                        sink: Sink::default(),
-                        segments,
-                        received: None,
-                        acked: None,
-                    }
-                })
-                .collect(),
+            flows: Vec::with_capacity(transfers.len()),
             tcp,
             results: Vec::new(),
             events_processed: 0,
             trace: trace.is_some().then(Vec::new),
         };
+        // Flows 0..n are the transfers (the responses); requests, if modelled, follow.
+        let with_request = tcp.request_bytes > 0;
+        let response_cfg = TcpConfig {
+            syn: tcp.syn && !with_request,
+            ..tcp
+        };
+        sim.flows
+            .extend(transfers.iter().map(|t| Flow::new(*t, response_cfg, None)));
         for (i, t) in transfers.iter().enumerate() {
-            sim.schedule(t.start, secs_f64(t.start), Event::Start(i as u32));
+            let first = if with_request {
+                let request = Transfer {
+                    server: t.client,
+                    client: t.server,
+                    bytes: u64::from(tcp.request_bytes),
+                    ..*t
+                };
+                sim.flows.push(Flow::new(request, tcp, Some(i as u32)));
+                sim.flows.len() - 1
+            } else {
+                i
+            };
+            sim.schedule(t.start, secs_f64(t.start), Event::Start(first as u32));
         }
         sim.run(until);
         if let (Some(out), Some(recorded)) = (trace, sim.trace.take()) {
@@ -404,7 +431,7 @@ impl Sim {
                         flow: f,
                         value: i64::from(seq),
                         is_ack: false,
-                        bytes: self.tcp.segment_bytes(seq),
+                        bytes: flow.cfg.segment_bytes(seq),
                         dst: client,
                     };
                     self.forward(server, packet);
@@ -416,6 +443,10 @@ impl Sim {
                 Action::Done => {
                     let flow = &mut self.flows[f as usize];
                     flow.acked = Some(self.now);
+                    if flow.then.is_some() {
+                        // A request: its response reports the transfer.
+                        continue;
+                    }
                     self.results.push(TransferResult {
                         transfer: flow.transfer,
                         segments: flow.segments,
@@ -494,11 +525,14 @@ impl Sim {
             self.apply(f, actions);
         } else {
             let ack = flow.sink.on_segment(packet.value as u32);
+            let mut then = None;
             if flow.received.is_none()
-                && flow.sink.in_order() >= self.tcp.wire_segments(flow.segments)
+                && flow.sink.in_order() >= flow.cfg.wire_segments(flow.segments)
             {
                 flow.received = Some(self.now);
+                then = flow.then;
             }
+            let flow = &self.flows[f as usize];
             let reply = Packet {
                 flow: f,
                 value: ack,
@@ -507,6 +541,14 @@ impl Sim {
                 dst: flow.transfer.server,
             };
             let client = flow.transfer.client;
+            if let Some(response) = then {
+                // As ns-2's TCPSink: the data goes up to the application (which starts the
+                // response) before the ACK goes out.
+                self.flows[response as usize]
+                    .sender
+                    .start(self.now, actions);
+                self.apply(response, actions);
+            }
             self.forward(client, reply);
         }
     }

@@ -91,6 +91,9 @@ pub struct Tcp {
     pub window_init: Spanned<i64>,
     /// `syn_`: model the handshake (one extra round trip).
     pub syn: bool,
+    /// Model the HTTP request too: the client sends this many bytes before the response
+    /// starts (0: not modelled, as in paper 003). With `syn`, the handshake goes with it.
+    pub request_bytes: Spanned<i64>,
 }
 
 /// The transfers.
@@ -177,6 +180,7 @@ impl Default for Tcp {
             window: spanned(20),
             window_init: spanned(2),
             syn: false,
+            request_bytes: spanned(0),
         }
     }
 }
@@ -357,6 +361,13 @@ impl Scenario {
         tcp.window = positive(&self.tcp.window, "tcp.window")?;
         tcp.window_init = positive(&self.tcp.window_init, "tcp.window_init")?;
         tcp.syn = self.tcp.syn;
+        tcp.request_bytes = u32::try_from(*self.tcp.request_bytes.get_ref()).map_err(|_| {
+            invalid(
+                "tcp.request_bytes",
+                self.tcp.request_bytes.span(),
+                "must be a whole number of bytes, 0 (not modelled) or more".into(),
+            )
+        })?;
         let mut achieved = None;
         let w = &self.workload;
         let jobs = match (&w.file, &self.caches) {
@@ -752,6 +763,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("s.toml:3: hits.parent"), "{e}");
+        let e = plan("[tcp]\nrequest_bytes = -1\n").unwrap_err().to_string();
+        assert!(e.starts_with("s.toml:2: tcp.request_bytes"), "{e}");
         let e = plan("[tcp]\nera = \"1999\"\n").unwrap_err().to_string();
         assert!(e.starts_with("s.toml:2: tcp.era"), "{e}");
         let e = plan("[workload]\nrat = 3\n").unwrap_err().to_string();

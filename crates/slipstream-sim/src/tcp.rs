@@ -52,6 +52,12 @@ pub struct TcpConfig {
     /// window of one, its ACK stands for the SYN-ACK, and the data follows as segments 1..n
     /// (one extra round trip, as in ns-2).
     pub syn: bool,
+    /// Bytes of an HTTP request the client sends before the response (0: not modelled, as in
+    /// paper 003). The request travels on its own segments from the client; the response
+    /// starts when the server has all of it. With `syn`, the handshake happens on the
+    /// request's side (client SYN, server ACK, request), and the response follows without a
+    /// second one, as on a real connection.
+    pub request_bytes: u32,
 }
 
 /// The ns-2 release whose TCP timer defaults a run uses.
@@ -112,6 +118,7 @@ impl TcpConfig {
             delay_growth: true,
             first_segment_without_header: true,
             syn: false,
+            request_bytes: 0,
         }
     }
 

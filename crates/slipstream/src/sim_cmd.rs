@@ -26,6 +26,10 @@ pub struct Args {
     /// is simulated here.
     #[arg(long, value_name = "FILE")]
     pub export_ns2: Option<PathBuf>,
+    /// Write a packet trace of the run (`+`/`-`/`d` TIME FROM TO tcp|ack SIZE FLOW SEQ, ns-2's
+    /// fields), to diff against the exported script's `trace=` output.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Option<Sub>,
 }
@@ -156,8 +160,19 @@ fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
         std::fs::write(dump, text).with_context(|| format!("cannot write {}", dump.display()))?;
     }
     let started = std::time::Instant::now();
-    let run = reference::run(&plan.chain, plan.tcp, &plan.jobs, reference::GRACE);
+    let mut trace = Vec::new();
+    let run = reference::run_traced(
+        &plan.chain,
+        plan.tcp,
+        &plan.jobs,
+        reference::GRACE,
+        args.trace.as_ref().map(|_| &mut trace),
+    );
     let wall = started.elapsed().as_secs_f64();
+    if let Some(path) = &args.trace {
+        let text: String = trace.iter().map(|e| format!("{e}\n")).collect();
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let (csv, summary) =
         slipstream_sim::output::summarise(&plan.name, &plan.jobs, &run, wall, plan.achieved);
     println!(

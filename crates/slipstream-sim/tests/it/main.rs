@@ -240,6 +240,30 @@ fn exact_time_ties_run_in_ns2s_order() {
 }
 
 #[test]
+fn the_request_leg_matches_ns2_transfer_by_transfer() {
+    // The option beyond the paper: the client's HTTP request first, with the handshake on its
+    // side; the response starts when the server has the request.
+    for syn in [true, false] {
+        let (ns_rows, ours, _) = scenario_both(&format!(
+            "seed = 2\n[tcp]\nsyn = {syn}\nrequest_bytes = 300\n[workload]\ntransfers = 1000\n"
+        ));
+        let c = compare::compare(&ns_rows, &ours, 2e-6);
+        assert_eq!((c.common, c.identical), (1000, 1000), "syn = {syn}\n{c}");
+    }
+    // And the request costs time: more than without it.
+    let (_, with, _) = scenario_both("[tcp]\nrequest_bytes = 300\n[workload]\ntransfers = 300\n");
+    let (_, without, _) = scenario_both("[workload]\ntransfers = 300\n");
+    let mean =
+        |rows: &[compare::Row]| rows.iter().map(|r| r.latency_s).sum::<f64>() / rows.len() as f64;
+    assert!(
+        mean(&with) > mean(&without) + 0.005,
+        "{} vs {}",
+        mean(&with),
+        mean(&without)
+    );
+}
+
+#[test]
 fn exported_tree_network_matches_our_engine_transfer_by_transfer() {
     // Beyond the chain: two client groups behind different proxies, servers at three depths,
     // links of different speeds and delays. ns-2 routes by its own shortest paths.

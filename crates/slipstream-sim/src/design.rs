@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::output::{self, Summary};
-use crate::reference;
 use crate::scenario::{Scenario, ScenarioError};
 
 /// A design that cannot run.
@@ -290,7 +289,7 @@ fn run_one(run: &RunSpec, design_dir: &Path, out: &Path) -> Result<Summary, Desi
     }
     let plan = plan(run, design_dir)?;
     let started = std::time::Instant::now();
-    let result = reference::run(&plan.chain, plan.tcp, &plan.jobs, reference::GRACE);
+    let result = plan.run(None);
     let (csv, summary) = output::summarise(
         &plan.name,
         &plan.jobs,

@@ -116,7 +116,7 @@ impl Flow {
 }
 
 /// A topology. Build it, then [`Network::run`] transfers over it.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Network {
     nodes: u32,
     links: Vec<(NodeId, NodeId, LinkSpec)>,
@@ -149,6 +149,29 @@ impl Network {
     pub fn duplex(&mut self, a: NodeId, b: NodeId, spec: LinkSpec) {
         self.links.push((a, b, spec));
         self.links.push((b, a, spec));
+    }
+
+    /// Whether packets can get from `from` to `to`.
+    pub fn reachable(&self, from: NodeId, to: NodeId) -> bool {
+        let n = self.nodes as usize;
+        if from.0 as usize >= n || to.0 as usize >= n {
+            return false;
+        }
+        let mut seen = vec![false; n];
+        seen[from.0 as usize] = true;
+        let mut frontier = VecDeque::from([from.0]);
+        while let Some(v) = frontier.pop_front() {
+            if v == to.0 {
+                return true;
+            }
+            for (a, b, _) in &self.links {
+                if a.0 == v && !seen[b.0 as usize] {
+                    seen[b.0 as usize] = true;
+                    frontier.push_back(b.0);
+                }
+            }
+        }
+        false
     }
 
     /// Nodes in the network.

@@ -144,22 +144,34 @@ pub fn run_traced(
 /// The chain as a network (nodes 0 client, 1 child, 2 parent, 3 origin, as the reference
 /// numbers them) and `jobs` as transfers over it.
 pub fn network(chain: &Chain, jobs: &[Job]) -> (Network, Vec<Transfer>) {
-    let mut net = Network::default();
-    let nodes: [NodeId; 4] = [net.node(), net.node(), net.node(), net.node()];
-    for (i, spec) in chain.links.iter().enumerate() {
-        net.duplex(nodes[i], nodes[i + 1], *spec);
+    let (net, roles) = chain.network();
+    (net, transfers(&roles, jobs))
+}
+
+impl Chain {
+    /// The chain as a network, and its nodes in role order: client, child, parent, origin.
+    pub fn network(&self) -> (Network, [NodeId; 4]) {
+        let mut net = Network::default();
+        let nodes: [NodeId; 4] = [net.node(), net.node(), net.node(), net.node()];
+        for (i, spec) in self.links.iter().enumerate() {
+            net.duplex(nodes[i], nodes[i + 1], *spec);
+        }
+        (net, nodes)
     }
-    let transfers = jobs
-        .iter()
+}
+
+/// `jobs` as transfers to `roles[0]` (the clients) from `roles[src]` (1 child, 2 parent,
+/// 3 origin).
+pub fn transfers(roles: &[NodeId; 4], jobs: &[Job]) -> Vec<Transfer> {
+    jobs.iter()
         .map(|j| Transfer {
             id: j.id,
-            server: nodes[usize::from(j.src)],
-            client: nodes[0],
+            server: roles[usize::from(j.src.clamp(1, 3))],
+            client: roles[0],
             bytes: j.size,
             start: from_secs_f64(j.start_s),
         })
-        .collect();
-    (net, transfers)
+        .collect()
 }
 
 /// The results in the reference's output format, ordered by transfer id.

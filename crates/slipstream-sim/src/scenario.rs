@@ -12,7 +12,7 @@ use rand_distr::{Distribution, Exp};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::net::LinkSpec;
+use crate::net::{LinkSpec, Network, NodeId};
 use crate::reference::{Chain, Job};
 use crate::tcp::{Era, TcpConfig};
 use crate::time::{Nanos, MILLI};
@@ -65,7 +65,8 @@ fn lru() -> Spanned<String> {
     spanned("lru".into())
 }
 
-/// The chain client – child – parent – origin (paper 003 Figure 1).
+/// The network: by default the chain client – child – parent – origin (paper 003 Figure 1),
+/// described by `capacity` and `delay`; or any graph, described by `links`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Topology {
@@ -73,8 +74,44 @@ pub struct Topology {
     pub capacity: Spanned<Vec<String>>,
     /// Propagation delays of L1, L2, L3 ("1ms").
     pub delay: Spanned<Vec<String>>,
-    /// DropTail limit on every link, packets (paper 003: 100).
+    /// DropTail limit on every link, packets (paper 003: 100); a link may set its own.
     pub queue: Spanned<i64>,
+    /// A graph instead of the chain: node names, in order (their numbers in traces and in
+    /// the ns-2 export).
+    pub nodes: Option<Spanned<Vec<String>>>,
+    /// The graph's duplex links.
+    pub links: Option<Vec<LinkDef>>,
+    /// Which graph nodes are the clients, the child, the parent and the origin (default: the
+    /// nodes with those names).
+    pub roles: Option<Roles>,
+}
+
+/// One duplex link of a graph.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkDef {
+    /// The two nodes it joins.
+    pub between: Spanned<Vec<String>>,
+    /// Capacity ("10Mb").
+    pub capacity: Spanned<String>,
+    /// Propagation delay ("5ms").
+    pub delay: Spanned<String>,
+    /// DropTail limit, packets (default: `topology.queue`).
+    pub queue: Option<Spanned<i64>>,
+}
+
+/// The parts graph nodes play.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Roles {
+    /// Where every transfer goes (default "client").
+    pub client: Option<Spanned<String>>,
+    /// Serves child hits (default "child").
+    pub child: Option<Spanned<String>>,
+    /// Serves parent hits (default "parent").
+    pub parent: Option<Spanned<String>>,
+    /// Serves misses (default "origin").
+    pub origin: Option<Spanned<String>>,
 }
 
 /// TCP settings (ns-2 `Agent/TCP` names in the docs).
@@ -168,6 +205,9 @@ impl Default for Topology {
             capacity: spanned(vec!["10Mb".into(), "10Mb".into(), "10Mb".into()]),
             delay: spanned(vec!["1ms".into(), "5ms".into(), "30ms".into()]),
             queue: spanned(100),
+            nodes: None,
+            links: None,
+            roles: None,
         }
     }
 }
@@ -267,8 +307,10 @@ pub enum ScenarioError {
 pub struct Plan {
     /// Name for outputs.
     pub name: String,
-    /// The chain.
-    pub chain: Chain,
+    /// The network.
+    pub network: Network,
+    /// Its nodes in role order: client, child, parent, origin.
+    pub roles: [NodeId; 4],
     /// TCP parameters.
     pub tcp: TcpConfig,
     /// The ns-2 release whose defaults `tcp` started from (for `--export-ns2`).
@@ -277,6 +319,28 @@ pub struct Plan {
     pub jobs: Vec<Job>,
     /// With real caches: the hit ratios they achieved over the transfers.
     pub achieved: Option<crate::hits::Achieved>,
+}
+
+impl Plan {
+    /// The jobs as transfers over [`Plan::network`].
+    pub fn transfers(&self) -> Vec<crate::net::Transfer> {
+        crate::reference::transfers(&self.roles, &self.jobs)
+    }
+
+    /// Runs the plan, allowing [`crate::reference::GRACE`] after the last start, and records a
+    /// packet trace into `trace` when given.
+    pub fn run(&self, trace: Option<&mut Vec<crate::net::TraceEvent>>) -> crate::net::Run {
+        let transfers = self.transfers();
+        let last = transfers.iter().map(|t| t.start).max().unwrap_or(0);
+        // The plan checked that every serving node reaches the clients.
+        self.network
+            .run_traced(&transfers, self.tcp, last + crate::reference::GRACE, trace)
+            .unwrap_or(crate::net::Run {
+                results: Vec::new(),
+                drops: 0,
+                events: 0,
+            })
+    }
 }
 
 impl Scenario {
@@ -311,20 +375,6 @@ impl Scenario {
             }
         };
         let t = &self.topology;
-        if t.capacity.get_ref().len() != 3 {
-            return Err(invalid(
-                "topology.capacity",
-                t.capacity.span(),
-                "give three capacities: L1, L2, L3".into(),
-            ));
-        }
-        if t.delay.get_ref().len() != 3 {
-            return Err(invalid(
-                "topology.delay",
-                t.delay.span(),
-                "give three delays: L1, L2, L3".into(),
-            ));
-        }
         if *t.queue.get_ref() < 2 {
             return Err(invalid(
                 "topology.queue",
@@ -332,17 +382,10 @@ impl Scenario {
                 "must be at least 2 packets".into(),
             ));
         }
-        let mut links = [LinkSpec {
-            bits_per_second: 0,
-            delay: 0,
-            queue_limit: *t.queue.get_ref() as usize,
-        }; 3];
-        for (i, link) in links.iter_mut().enumerate() {
-            link.bits_per_second = bandwidth(&t.capacity.get_ref()[i])
-                .map_err(|m| invalid("topology.capacity", t.capacity.span(), m))?;
-            link.delay = delay(&t.delay.get_ref()[i])
-                .map_err(|m| invalid("topology.delay", t.delay.span(), m))?;
-        }
+        let (network, roles) = match &t.links {
+            Some(links) => graph(t, links, &invalid)?,
+            None => chain(t, &invalid)?,
+        };
         let era = Era::parse(t_str(&self.tcp.era)).ok_or_else(|| {
             invalid(
                 "tcp.era",
@@ -507,13 +550,179 @@ impl Scenario {
         };
         Ok(Plan {
             name: self.name.clone().unwrap_or_else(|| "scenario".into()),
-            chain: Chain { links },
+            network,
+            roles,
             tcp,
             era,
             achieved,
             jobs,
         })
     }
+}
+
+/// The error constructor `Scenario::plan` uses: field, span, message.
+type Invalid<'a> = &'a dyn Fn(&'static str, std::ops::Range<usize>, String) -> ScenarioError;
+
+/// Paper 003's chain from `capacity`, `delay` and `queue`.
+fn chain(t: &Topology, invalid: Invalid<'_>) -> Result<(Network, [NodeId; 4]), ScenarioError> {
+    if t.capacity.get_ref().len() != 3 {
+        return Err(invalid(
+            "topology.capacity",
+            t.capacity.span(),
+            "give three capacities: L1, L2, L3".into(),
+        ));
+    }
+    if t.delay.get_ref().len() != 3 {
+        return Err(invalid(
+            "topology.delay",
+            t.delay.span(),
+            "give three delays: L1, L2, L3".into(),
+        ));
+    }
+    let mut links = [LinkSpec {
+        bits_per_second: 0,
+        delay: 0,
+        queue_limit: *t.queue.get_ref() as usize,
+    }; 3];
+    for (i, link) in links.iter_mut().enumerate() {
+        link.bits_per_second = bandwidth(&t.capacity.get_ref()[i])
+            .map_err(|m| invalid("topology.capacity", t.capacity.span(), m))?;
+        link.delay = delay(&t.delay.get_ref()[i])
+            .map_err(|m| invalid("topology.delay", t.delay.span(), m))?;
+    }
+    Ok(Chain { links }.network())
+}
+
+/// A graph from `nodes`, `links` and `roles`.
+fn graph(
+    t: &Topology,
+    links: &[LinkDef],
+    invalid: Invalid<'_>,
+) -> Result<(Network, [NodeId; 4]), ScenarioError> {
+    for (field, given) in [
+        ("topology.capacity", &t.capacity),
+        ("topology.delay", &t.delay),
+    ] {
+        if !given.span().is_empty() {
+            return Err(invalid(
+                field,
+                given.span(),
+                "give either the chain (capacity, delay) or a graph (links), not both".into(),
+            ));
+        }
+    }
+    let Some(nodes) = &t.nodes else {
+        return Err(invalid(
+            "topology.nodes",
+            0..0,
+            "a graph (topology.links) needs topology.nodes: the node names".into(),
+        ));
+    };
+    let names = nodes.get_ref();
+    let mut net = Network::default();
+    let mut ids = std::collections::HashMap::new();
+    for name in names {
+        if ids.insert(name.as_str(), net.node()).is_some() {
+            return Err(invalid(
+                "topology.nodes",
+                nodes.span(),
+                format!("`{name}` is named twice"),
+            ));
+        }
+    }
+    if links.is_empty() {
+        return Err(invalid(
+            "topology.links",
+            nodes.span(),
+            "a graph needs at least one link".into(),
+        ));
+    }
+    for (i, l) in links.iter().enumerate() {
+        let ends = l.between.get_ref();
+        let node = |name: &String| {
+            ids.get(name.as_str()).copied().ok_or_else(|| {
+                invalid(
+                    "topology.links",
+                    l.between.span(),
+                    format!("link {}: no node named `{name}` in topology.nodes", i + 1),
+                )
+            })
+        };
+        let [a, b] = ends.as_slice() else {
+            return Err(invalid(
+                "topology.links",
+                l.between.span(),
+                format!("link {}: `between` names two nodes", i + 1),
+            ));
+        };
+        let (a, b) = (node(a)?, node(b)?);
+        if a == b {
+            return Err(invalid(
+                "topology.links",
+                l.between.span(),
+                format!("link {}: joins a node to itself", i + 1),
+            ));
+        }
+        let queue = l.queue.as_ref().unwrap_or(&t.queue);
+        if *queue.get_ref() < 2 {
+            return Err(invalid(
+                "topology.links",
+                queue.span(),
+                format!("link {}: queue must be at least 2 packets", i + 1),
+            ));
+        }
+        let spec = LinkSpec {
+            bits_per_second: bandwidth(l.capacity.get_ref()).map_err(|m| {
+                invalid(
+                    "topology.links",
+                    l.capacity.span(),
+                    format!("link {}: {m}", i + 1),
+                )
+            })?,
+            delay: delay(l.delay.get_ref()).map_err(|m| {
+                invalid(
+                    "topology.links",
+                    l.delay.span(),
+                    format!("link {}: {m}", i + 1),
+                )
+            })?,
+            queue_limit: *queue.get_ref() as usize,
+        };
+        net.duplex(a, b, spec);
+    }
+    let given = t.roles.clone().unwrap_or_default();
+    let mut roles = [NodeId(0); 4];
+    for (i, (role, name)) in [
+        ("client", &given.client),
+        ("child", &given.child),
+        ("parent", &given.parent),
+        ("origin", &given.origin),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (wanted, span) = match name {
+            Some(n) => (n.get_ref().as_str(), n.span()),
+            None => (role, nodes.span()),
+        };
+        roles[i] = *ids.get(wanted).ok_or_else(|| {
+            invalid(
+                "topology.roles",
+                span,
+                format!("the {role} is `{wanted}`, but no node has that name"),
+            )
+        })?;
+    }
+    for (i, role) in ["child", "parent", "origin"].iter().enumerate() {
+        if !net.reachable(roles[i + 1], roles[0]) {
+            return Err(invalid(
+                "topology.links",
+                nodes.span(),
+                format!("no path from the {role} to the client"),
+            ));
+        }
+    }
+    Ok((net, roles))
 }
 
 fn t_str(s: &Spanned<String>) -> &str {
@@ -659,7 +868,11 @@ mod tests {
             "baseline.toml shows the defaults"
         );
         assert_eq!(p.jobs.len(), 5000);
-        assert_eq!(p.chain, Chain::default());
+        let (chain, _) = Chain::default().network();
+        assert_eq!(
+            p.network.links().collect::<Vec<_>>(),
+            chain.links().collect::<Vec<_>>()
+        );
         let child = p.jobs.iter().filter(|j| j.src == 1).count() as f64 / 5000.0;
         assert!((child - 0.40).abs() < 0.03, "HR1 {child}");
         let mut sizes: Vec<u64> = p.jobs.iter().map(|j| j.size).collect();
@@ -718,6 +931,97 @@ mod tests {
         // A bigger child cache serves more.
         let bigger = plan(&text.replace("4MB", "16MB")).expect("valid");
         assert!(bigger.achieved.expect("ratios").child_hit_ratio > achieved.child_hit_ratio);
+    }
+
+    #[test]
+    fn a_graph_replaces_the_chain() {
+        let text = "[topology]\nnodes = [\"c\", \"p1\", \"p2\", \"r\", \"o\"]\nlinks = [\n\
+            { between = [\"c\", \"p1\"], capacity = \"10Mb\", delay = \"1ms\" },\n\
+            { between = [\"p1\", \"r\"], capacity = \"45Mb\", delay = \"2ms\", queue = 20 },\n\
+            { between = [\"r\", \"p2\"], capacity = \"45Mb\", delay = \"3ms\" },\n\
+            { between = [\"r\", \"o\"], capacity = \"1.5Mb\", delay = \"40ms\" },\n]\n\
+            [topology.roles]\nclient = \"c\"\nchild = \"p1\"\nparent = \"p2\"\norigin = \"o\"\n\
+            [workload]\ntransfers = 200\n";
+        let p = plan(text).expect("valid");
+        assert_eq!(p.network.node_count(), 5);
+        assert_eq!(p.network.links().count(), 8, "duplex links");
+        assert_eq!(p.roles, [NodeId(0), NodeId(1), NodeId(2), NodeId(4)]);
+        let run = p.run(None);
+        assert_eq!(run.results.len(), 200);
+        // Origin transfers cross the 1.5 Mb/s link: slower than the parent's.
+        let mean = |src: u8| {
+            let ids: std::collections::HashSet<u64> = p
+                .jobs
+                .iter()
+                .filter(|j| j.src == src)
+                .map(|j| j.id)
+                .collect();
+            let l: Vec<u64> = run
+                .results
+                .iter()
+                .filter(|r| ids.contains(&r.transfer.id))
+                .map(|r| r.received - r.transfer.start)
+                .collect();
+            l.iter().sum::<u64>() / l.len().max(1) as u64
+        };
+        assert!(mean(3) > 2 * mean(2));
+    }
+
+    #[test]
+    fn graph_errors_name_the_line_and_field() {
+        let links = "links = [{ between = [\"client\", \"child\"], capacity = \"10Mb\", delay = \"1ms\" }]\n";
+        let e = plan(&format!("[topology]\n{links}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("topology.nodes"), "{e}");
+        let e = plan(&format!(
+            "[topology]\nnodes = [\"client\", \"child\"]\n{links}"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("s.toml:2: topology.roles: the parent is `parent`"),
+            "{e}"
+        );
+        let e = plan(
+            "[topology]\nnodes = [\"client\", \"child\", \"parent\", \"origin\"]\nlinks = [\n\
+            { between = [\"client\", \"child\"], capacity = \"10Mb\", delay = \"1ms\" },\n\
+            { between = [\"child\", \"parnet\"], capacity = \"10Mb\", delay = \"1ms\" },\n]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("s.toml:5: topology.links: link 2: no node named `parnet`"),
+            "{e}"
+        );
+        let e = plan(
+            "[topology]\nnodes = [\"client\", \"child\", \"parent\", \"origin\"]\nlinks = [\n\
+            { between = [\"client\", \"child\"], capacity = \"10Mb\", delay = \"1ms\" },\n\
+            { between = [\"parent\", \"origin\"], capacity = \"fast\", delay = \"1ms\" },\n]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("s.toml:5: topology.links: link 2: `fast`"),
+            "{e}"
+        );
+        let e = plan(
+            "[topology]\nnodes = [\"client\", \"child\", \"parent\", \"origin\"]\nlinks = [\n\
+            { between = [\"client\", \"child\"], capacity = \"10Mb\", delay = \"1ms\" },\n\
+            { between = [\"parent\", \"origin\"], capacity = \"10Mb\", delay = \"1ms\" },\n]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("no path from the parent to the client"), "{e}");
+        let e = plan(&format!(
+            "[topology]\ncapacity = [\"1Mb\", \"1Mb\", \"1Mb\"]\nnodes = [\"client\"]\n{links}"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("s.toml:2: topology.capacity: give either"),
+            "{e}"
+        );
     }
 
     #[test]

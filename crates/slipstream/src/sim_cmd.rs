@@ -125,15 +125,16 @@ fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
     let (out, plot) = (args.out.as_deref(), args.plot);
     let plan = slipstream_sim::scenario::Scenario::load(path)?;
     if let Some(script) = &args.export_ns2 {
-        let (network, transfers) = reference::network(&plan.chain, &plan.jobs);
-        let labelled: Vec<_> = transfers
+        let network = &plan.network;
+        let labelled: Vec<_> = plan
+            .transfers()
             .into_iter()
             .zip(&plan.jobs)
             .map(|(t, j)| (t, slipstream_sim::output::source_name(j.src)))
             .collect();
         let text = slipstream_sim::export::ns2_script(&slipstream_sim::export::Export {
             name: &plan.name,
-            network: &network,
+            network,
             tcp: &plan.tcp,
             era: plan.era,
             transfers: &labelled,
@@ -161,13 +162,7 @@ fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
     }
     let started = std::time::Instant::now();
     let mut trace = Vec::new();
-    let run = reference::run_traced(
-        &plan.chain,
-        plan.tcp,
-        &plan.jobs,
-        reference::GRACE,
-        args.trace.as_ref().map(|_| &mut trace),
-    );
+    let run = plan.run(args.trace.as_ref().map(|_| &mut trace));
     let wall = started.elapsed().as_secs_f64();
     if let Some(path) = &args.trace {
         let text: String = trace.iter().map(|e| format!("{e}\n")).collect();

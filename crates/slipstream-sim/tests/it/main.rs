@@ -164,21 +164,21 @@ fn scenario_both(toml_text: &str) -> (Vec<compare::Row>, Vec<compare::Row>, Plan
     let plan = scenario
         .plan(std::path::Path::new("s.toml"), toml_text)
         .expect("valid scenario");
-    let (network, transfers) = reference::network(&plan.chain, &plan.jobs);
-    let labelled: Vec<_> = transfers
+    let labelled: Vec<_> = plan
+        .transfers()
         .into_iter()
         .zip(&plan.jobs)
         .map(|(t, j)| (t, output::source_name(j.src)))
         .collect();
     let script = export::ns2_script(&export::Export {
         name: "test",
-        network: &network,
+        network: &plan.network,
         tcp: &plan.tcp,
         era: plan.era,
         transfers: &labelled,
         grace: reference::GRACE,
     });
-    let run = reference::run(&plan.chain, plan.tcp, &plan.jobs, reference::GRACE);
+    let run = plan.run(None);
     let (csv, _) = output::summarise("test", &plan.jobs, &run, 0.0, None);
     let ours = compare::parse(&csv, "ours.csv").expect("our csv");
     (run_exported(&script), ours, plan)
@@ -261,6 +261,18 @@ fn the_request_leg_matches_ns2_transfer_by_transfer() {
         mean(&with),
         mean(&without)
     );
+}
+
+#[test]
+fn a_graph_scenario_matches_ns2_transfer_by_transfer() {
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../experiments/003/graph.toml"),
+    )
+    .expect("experiments/003/graph.toml");
+    let (ns_rows, ours, plan) = scenario_both(&text);
+    assert_eq!(plan.network.node_count(), 5);
+    let c = compare::compare(&ns_rows, &ours, 2e-6);
+    assert_eq!((c.common, c.identical), (5000, 5000), "{c}");
 }
 
 #[test]

@@ -168,9 +168,9 @@ T3_good_40/15 10Mb 0.40 0.15 none
 T3_average_30/10 10Mb 0.30 0.10 none
 T3_poor_20/7 10Mb 0.20 0.07 none
 T5_default_C1=10Mb 10Mb 0.40 0.15 none
-T5_threshold_8KB_C1=10Mb 10Mb 0.40 0.15 8KB
+T5_threshold_8KB_C1=10Mb 10Mb 0.40 0.15 8KiB
 T5_default_C1=100Mb 100Mb 0.40 0.15 none
-T5_threshold_8KB_C1=100Mb 100Mb 0.40 0.15 8KB
+T5_threshold_8KB_C1=100Mb 100Mb 0.40 0.15 8KiB
 CASES
 done
 

@@ -15,7 +15,7 @@ use toml::Spanned;
 use crate::net::{LinkSpec, Network, NodeId};
 use crate::reference::{Chain, Job};
 use crate::tcp::{Era, TcpConfig};
-use crate::time::{Nanos, MILLI};
+use crate::time::Nanos;
 
 /// A scenario as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -777,69 +777,20 @@ fn synthetic(
     jobs.into_iter().map(|(j, _)| j).collect()
 }
 
-/// A byte size: `8KB`, `8192`, `1.5MB` (K = 1024, as web caches count).
+/// A byte size, as slipstream reads sizes everywhere (`8KiB` = 8,192 bytes, `8KB` = 8,000).
 fn size(s: &str) -> Result<u64, String> {
-    let (n, unit) = number(s).ok_or_else(|| format!("`{s}` is not a size (try 8KB)"))?;
-    let mult = match unit {
-        "" | "B" => 1.0,
-        "KB" | "K" | "kB" | "KiB" => 1024.0,
-        "MB" | "M" | "MiB" => 1024.0 * 1024.0,
-        other => {
-            return Err(format!(
-                "unknown size unit `{other}` in `{s}` (use B, KB, MB)"
-            ))
-        }
-    };
-    Ok((n * mult).round() as u64)
+    slipstream_units::bytes(s)
 }
 
-/// A bandwidth as ns-2 writes it: `10Mb`, `1.5Mb`, `100kb`, `1Gb`.
+/// A link capacity as ns-2 writes it: `10Mb`, `1.5Mb`, `100kb`, `1Gb`.
 pub fn bandwidth(s: &str) -> Result<u64, String> {
-    let (n, unit) =
-        number(s).ok_or_else(|| format!("`{s}` is not a bandwidth (try 10Mb, 1.5Mb, 100kb)"))?;
-    let mult = match unit {
-        "" | "b" | "bps" => 1.0,
-        "kb" | "Kb" | "kbps" => 1e3,
-        "Mb" | "mb" | "Mbps" => 1e6,
-        "Gb" | "gb" | "Gbps" => 1e9,
-        other => {
-            return Err(format!(
-                "unknown bandwidth unit `{other}` in `{s}` (use b, kb, Mb, Gb)"
-            ))
-        }
-    };
-    let v = (n * mult).round();
-    if v < 1.0 {
-        return Err(format!("`{s}`: a bandwidth must be positive"));
-    }
-    Ok(v as u64)
+    slipstream_units::bits_per_second(s)
 }
 
-/// A delay: `1ms`, `30ms`, `0.5s`, `200us`.
+/// A propagation delay: `1ms`, `30ms`, `0.5s`, `200us`, in whole nanoseconds.
 pub fn delay(s: &str) -> Result<Nanos, String> {
-    let (n, unit) = number(s).ok_or_else(|| format!("`{s}` is not a delay (try 1ms, 30ms)"))?;
-    let mult = match unit {
-        "ms" => MILLI as f64,
-        "s" => 1e9,
-        "us" | "µs" => 1e3,
-        "ns" => 1.0,
-        other => {
-            return Err(format!(
-                "unknown delay unit `{other}` in `{s}` (use s, ms, us, ns)"
-            ))
-        }
-    };
-    Ok((n * mult).round() as Nanos)
-}
-
-fn number(s: &str) -> Option<(f64, &str)> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    (n.is_finite() && n >= 0.0).then_some((n, unit.trim()))
+    let d = slipstream_units::duration(s).map_err(|e| e.replace("a duration", "a delay"))?;
+    Nanos::try_from(d.as_nanos()).map_err(|_| format!("`{s}` is too long a delay"))
 }
 
 #[cfg(test)]
@@ -888,7 +839,7 @@ mod tests {
 
     #[test]
     fn size_threshold_puts_small_transfers_at_the_child_and_large_at_the_parent() {
-        let p = plan("[hits]\nsize_threshold = \"8KB\"\n").expect("valid");
+        let p = plan("[hits]\nsize_threshold = \"8KiB\"\n").expect("valid");
         assert!(p.jobs.iter().filter(|j| j.src == 1).all(|j| j.size <= 8192));
         assert!(p.jobs.iter().filter(|j| j.src == 2).all(|j| j.size > 8192));
         let share = |src| p.jobs.iter().filter(|j| j.src == src).count() as f64 / 5000.0;

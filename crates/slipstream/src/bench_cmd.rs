@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long, default_value_t = 16, conflicts_with = "rate")]
     pub clients: usize,
     /// Closed loop: pause between a response and the client's next request, e.g. 10ms.
-    #[arg(long, value_parser = crate::units::duration, default_value = "0s")]
+    #[arg(long, value_parser = slipstream_units::duration, default_value = "0s")]
     pub think: Duration,
     /// Open loop: requests per second, sent whether or not earlier ones finished.
     #[arg(long)]
@@ -34,10 +34,10 @@ pub struct Args {
     #[arg(long, default_value_t = 1_000_000)]
     pub requests: u64,
     /// Stop after this long, e.g. 30s.
-    #[arg(long, value_parser = crate::units::duration, default_value = "10s")]
+    #[arg(long, value_parser = slipstream_units::duration, default_value = "10s")]
     pub duration: Duration,
     /// Per-request timeout.
-    #[arg(long, value_parser = crate::units::duration, default_value = "10s")]
+    #[arg(long, value_parser = slipstream_units::duration, default_value = "10s")]
     pub timeout: Duration,
     /// Use HTTP/2 over cleartext (prior knowledge).
     #[arg(long)]

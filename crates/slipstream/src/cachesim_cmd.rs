@@ -14,10 +14,10 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "total,small,adaptive")]
     pub policy: Vec<String>,
     /// Cache sizes, comma-separated, e.g. 8MiB,16MiB,64MiB.
-    #[arg(long, value_delimiter = ',', value_parser = crate::units::bytes, default_value = "64MiB")]
+    #[arg(long, value_delimiter = ',', value_parser = slipstream_units::bytes, default_value = "64MiB")]
     pub size: Vec<u64>,
     /// MAX_FILE_SIZE for every run [default: a quarter of each cache size, as in paper 002].
-    #[arg(long, value_parser = crate::units::bytes)]
+    #[arg(long, value_parser = slipstream_units::bytes)]
     pub max_file_size: Option<u64>,
     /// Free-list flush period in accesses (0 = no free list).
     #[arg(long, default_value_t = 100)]
@@ -74,7 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!(
             "{:<16} {:>12} {:>9.1}% {:>11.1}% {:>9.1}% {:>10}",
             o.config.policy.to_string(),
-            crate::units::human_bytes(o.config.capacity_bytes),
+            slipstream_units::human_bytes(o.config.capacity_bytes),
             100.0 * o.hit_ratio(),
             100.0 * (o.hit_ratio() - o.complete_hit_ratio()),
             100.0 * o.byte_hit_ratio(),

@@ -8,7 +8,6 @@ mod experiment_cmd;
 mod proxy_cmd;
 mod serve;
 mod sim_cmd;
-mod units;
 mod workload_cmd;
 
 use clap::{Parser, Subcommand};

@@ -28,13 +28,13 @@ pub struct Args {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Cache size, e.g. 256MiB.
-    #[arg(long, value_parser = crate::units::bytes)]
+    #[arg(long, value_parser = slipstream_units::bytes)]
     pub cache_size: Option<u64>,
     /// Store only responses up to this size (a child's size rule).
-    #[arg(long, value_parser = crate::units::bytes)]
+    #[arg(long, value_parser = slipstream_units::bytes)]
     pub max_object_size: Option<u64>,
     /// Store only responses of at least this size (a parent's size rule).
-    #[arg(long, value_parser = crate::units::bytes)]
+    #[arg(long, value_parser = slipstream_units::bytes)]
     pub min_object_size: Option<u64>,
     /// Do not cache (a plain proxy).
     #[arg(long)]

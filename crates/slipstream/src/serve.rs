@@ -19,20 +19,20 @@ pub struct Args {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Memory cache size, e.g. 64MiB [default: 64MiB].
-    #[arg(long, value_parser = crate::units::bytes)]
+    #[arg(long, value_parser = slipstream_units::bytes)]
     pub cache_size: Option<u64>,
     /// Cache policy: adaptive, total, small, lru, sieve [default: adaptive].
     #[arg(long)]
     pub policy: Option<String>,
     /// Files larger than this keep only their first chunk of this size (paper 002's
     /// MAX_FILE_SIZE) [default: a quarter of the cache].
-    #[arg(long, value_parser = crate::units::bytes)]
+    #[arg(long, value_parser = slipstream_units::bytes)]
     pub max_file_size: Option<u64>,
     /// Serve every request from the file system (for comparisons).
     #[arg(long)]
     pub no_cache: bool,
     /// Re-check a cached file for changes after this long, e.g. 1s [default: 1s].
-    #[arg(long, value_parser = crate::units::duration)]
+    #[arg(long, value_parser = slipstream_units::duration)]
     pub revalidate: Option<std::time::Duration>,
     /// PEM certificate chain for HTTPS (with --tls-key).
     #[arg(long)]

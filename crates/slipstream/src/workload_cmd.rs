@@ -67,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     eprintln!(
         "file set: {} files, {}",
         fs.files.len(),
-        crate::units::human_bytes(fs.total_bytes())
+        slipstream_units::human_bytes(fs.total_bytes())
     );
     if let Some(dir) = &t.files {
         fs.materialize(dir)

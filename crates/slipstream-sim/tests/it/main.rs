@@ -233,7 +233,7 @@ fn exact_time_ties_run_in_ns2s_order() {
     // exact ties), and every transfer ends at the same time in both.
     let (ns_rows, ours, _) = scenario_both(
         "[tcp]\nera = \"2.26\"\nsyn = true\n[workload]\nrate = 40\n\
-         [hits]\nchild = 0.40\nparent = 0.15\nsize_threshold = \"8KB\"\n",
+         [hits]\nchild = 0.40\nparent = 0.15\nsize_threshold = \"8KiB\"\n",
     );
     let c = compare::compare(&ns_rows, &ours, 2e-6);
     assert_eq!((c.common, c.identical), (5000, 5000), "{c}");

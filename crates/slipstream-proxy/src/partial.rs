@@ -108,16 +108,17 @@ pub(crate) fn from_chunk(
     parts: &http::request::Parts,
     now: SystemTime,
 ) -> Response<Body> {
+    // HEAD and 304/412 need no body, and a range inside the chunk (or an unsatisfiable one)
+    // is answered from memory by from_stored. Anything else, including a Range that would be
+    // ignored (malformed, or an If-Range that no longer matches), gets the whole
+    // representation: the chunk, then the remainder from upstream.
     let validators = Validators::from_headers(&stored.headers);
     let precondition = conditional::evaluate(&parts.method, &parts.headers, &validators).status();
-    let has_range = parts.headers.contains_key(RANGE);
-    if parts.method != Method::GET || precondition.is_some() || has_range {
-        // HEAD and 304/412 need no body; a range is cut by from_stored when it lies inside the
-        // chunk, otherwise the remainder path below streams from upstream.
-        let inside = has_range && range_inside(parts, stored);
-        if parts.method != Method::GET || precondition.is_some() || inside {
-            return respond::from_stored(stored, &parts.method, &parts.headers, now);
-        }
+    if parts.method != Method::GET
+        || precondition.is_some()
+        || answered_from_chunk(parts, stored, &validators)
+    {
+        return respond::from_stored(stored, &parts.method, &parts.headers, now);
     }
     let chunk = stored.body.clone();
     let rest_len = stored.total_len - chunk.len() as u64;
@@ -135,18 +136,25 @@ pub(crate) fn from_chunk(
     response
 }
 
-/// Whether every requested range lies inside the stored chunk.
-fn range_inside(parts: &http::request::Parts, stored: &Stored) -> bool {
-    let header = parts
-        .headers
-        .get(RANGE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+/// Whether a Range request can be answered from the chunk alone: the Range applies (RFC 9110
+/// §13.1.5 If-Range) and is either unsatisfiable (416) or lies wholly inside the chunk.
+fn answered_from_chunk(
+    parts: &http::request::Parts,
+    stored: &Stored,
+    validators: &Validators,
+) -> bool {
+    let Some(header) = parts.headers.get(RANGE).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    if !conditional::if_range_allows(&parts.headers, validators) {
+        return false;
+    }
     match slipstream_http::range::parse(header, stored.total_len) {
         slipstream_http::range::Ranges::Satisfiable(rs) => {
             rs.iter().all(|r| r.end <= stored.body.len() as u64)
         }
-        _ => true,
+        slipstream_http::range::Ranges::Unsatisfiable => true,
+        slipstream_http::range::Ranges::Ignore => false,
     }
 }
 

@@ -63,7 +63,8 @@ pub fn from_stored(
                 insert(
                     response.headers_mut(),
                     CONTENT_RANGE,
-                    &format!("bytes */{}", stored.body.len()),
+                    // RFC 9110 §14.4: the representation's length, not the stored chunk's.
+                    &format!("bytes */{}", stored.total_len),
                 );
                 return response;
             }
@@ -79,7 +80,8 @@ pub fn from_stored(
 }
 
 fn partial(stored: &Stored, mut headers: HeaderMap, rs: &[std::ops::Range<u64>]) -> Response<Body> {
-    let total = stored.body.len() as u64;
+    // Content-Range names the whole representation (RFC 9110 §14.4), also for a stored chunk.
+    let total = stored.total_len;
     let slice = |r: &std::ops::Range<u64>| stored.body.slice(r.start as usize..r.end as usize);
     let body = if let [r] = rs {
         insert(&mut headers, CONTENT_RANGE, &range::content_range(r, total));

@@ -69,6 +69,14 @@ async fn adaptive_level_keeps_the_first_chunk_and_fetches_the_rest_by_range() {
     let inside = get(p, "/big", &[("range", "bytes=10-19")]).await;
     assert_eq!(inside.status, 206);
     assert_eq!(&inside.body[..], &body.as_bytes()[10..20]);
+    assert_eq!(
+        inside.header("content-range"),
+        Some("bytes 10-19/100000"),
+        "the whole representation's length, not the chunk's"
+    );
+    let beyond = get(p, "/big", &[("range", "bytes=200000-")]).await;
+    assert_eq!(beyond.status, 416);
+    assert_eq!(beyond.header("content-range"), Some("bytes */100000"));
     assert_eq!(origin.hits("/big"), 2);
     let metrics =
         String::from_utf8_lossy(&get(p, "/_slipstream/metrics", &[]).await.body).into_owned();
@@ -152,4 +160,35 @@ async fn objects_without_a_validator_are_not_chunked() {
         .await
         .cache_status()
         .contains("fwd=uri-miss"));
+}
+
+#[tokio::test]
+async fn a_range_the_chunk_cannot_answer_gets_the_whole_body() {
+    // RFC 9110 §13.1.5 and §14.2: an If-Range that no longer matches, or a malformed Range,
+    // means the whole representation: the chunk and the remainder, never the chunk alone
+    // under the whole length.
+    let origin = Origin::default();
+    let body = big();
+    origin.set(
+        "/big",
+        Reply::ok(
+            &body,
+            &[("cache-control", "max-age=600"), ("etag", "\"b1\"")],
+        )
+        .with_ranges(),
+    );
+    let p = proxy(chunked_proxy_config(origin.start().await)).await;
+    get(p, "/big", &[]).await;
+    for headers in [
+        [("range", "bytes=10-19"), ("if-range", "\"old\"")],
+        [("range", "bytes=oops"), ("x-case", "malformed")],
+    ] {
+        let got = get(p, "/big", &headers).await;
+        assert_eq!(got.status, 200, "{headers:?}");
+        assert_eq!(got.header("content-length"), Some("100000"), "{headers:?}");
+        assert!(
+            got.body == body.as_bytes(),
+            "{headers:?}: a complete, correct body"
+        );
+    }
 }

@@ -336,6 +336,32 @@ where
             .then_some(Admit { stored })
     }
 
+    /// Counts a refusal that [`Cache::plan`] decided (it changes nothing itself): a level
+    /// reject if the level rule never stores `object_bytes`, an admission reject otherwise.
+    pub fn record_refusal(&mut self, object_bytes: u64) {
+        if self.level_rule(object_bytes).is_none() {
+            self.stats.level_rejects += 1;
+        } else {
+            self.stats.admission_rejects += 1;
+        }
+    }
+
+    /// Plans and caches a missed object whose value is known up front (trace replay and
+    /// simulators, where the value costs nothing to make): `plan`, then `insert` if admitted,
+    /// counting a refusal either way. Returns whether it was stored.
+    pub fn admit<Q>(&mut self, key: &Q, object_bytes: u64, value: V) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if self.plan(key, object_bytes).is_none() {
+            self.record_refusal(object_bytes);
+            return false;
+        }
+        // A refusal here is counted by insert.
+        self.insert(key.to_owned(), object_bytes, value).is_ok()
+    }
+
     /// Caches `value` for `key`, an object of `object_bytes` whose first
     /// [`Admit::stored`] bytes `value` holds. Re-checks admission, so a plan that went stale is
     /// refused rather than overfilling the cache. A previous value for `key` is replaced.

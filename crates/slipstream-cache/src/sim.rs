@@ -1,5 +1,5 @@
 //! Trace replay through the cache engine without a network: the fast path for policy studies
-//! (`slipstream cachesim`, paper 002 Figs. 7, 9–11, and the hit stage of paper 003).
+//! (`slipstream cachesim`, paper 002 Figs. 7, 9–11).
 
 use crate::{Access, Cache, Config};
 
@@ -82,20 +82,15 @@ where
             }
             Access::Hit { .. } => {
                 cache.invalidate(key);
-                admit(&mut cache, key, size);
+                cache.admit(key, size, size);
             }
-            Access::Miss => admit(&mut cache, key, size),
+            Access::Miss => {
+                cache.admit(key, size, size);
+            }
         }
     }
     out.stats = cache.stats();
     out
-}
-
-fn admit(cache: &mut Cache<String, u64>, key: &str, size: u64) {
-    if cache.plan(key, size).is_some() {
-        // A refusal is a normal outcome of the admission rule; the stats count it.
-        let _ = cache.insert(key.to_owned(), size, size);
-    }
 }
 
 #[cfg(test)]

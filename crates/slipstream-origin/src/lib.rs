@@ -194,7 +194,15 @@ impl Origin {
             return Ok(uncached);
         };
         let object_bytes = len + uncached.head_bytes();
-        let Some(admit) = cache.lock().plan(key, object_bytes) else {
+        let admit = {
+            let mut cache = cache.lock();
+            let plan = cache.plan(key, object_bytes);
+            if plan.is_none() {
+                cache.record_refusal(object_bytes);
+            }
+            plan
+        };
+        let Some(admit) = admit else {
             return Ok(uncached);
         };
         // 002 §4.1.2: the stored bytes include the head; the data is what remains of them.

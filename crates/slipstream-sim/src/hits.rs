@@ -35,13 +35,6 @@ pub struct Achieved {
     pub parent_byte_hit_ratio: f64,
 }
 
-fn admit(cache: &mut Cache<String, u64>, key: &str, size: u64) {
-    if cache.plan(key, size).is_some() {
-        // A refusal changes nothing, and the request has been answered either way.
-        let _ = cache.insert(key.to_owned(), size, size);
-    }
-}
-
 /// Whether `key` is wholly cached (and records the access).
 fn complete_hit(cache: &mut Cache<String, u64>, key: &str) -> (bool, bool) {
     match cache.access(key) {
@@ -78,7 +71,7 @@ pub fn assign(
                 break;
             }
             if !present && keeps(level, r.size_bytes) {
-                admit(cache, &r.key, r.size_bytes);
+                cache.admit(&r.key, r.size_bytes, r.size_bytes);
             }
         }
         if i >= measured_from {

@@ -10,12 +10,24 @@ fn request(c: &mut Cache<String, u64>, key: &str, size: u64) -> bool {
     match c.access(key) {
         Access::Hit { .. } => true,
         Access::Miss => {
-            if c.plan(key, size).is_some() {
-                let _ = c.insert(key.to_owned(), size, size);
-            }
+            c.admit(key, size, size);
             false
         }
     }
+}
+
+#[test]
+fn refusals_decided_by_plan_are_counted() {
+    // LFU admission (002 §4.2.4.2): a once-seen object may not displace a popular one.
+    let mut c = cache(1000, "total");
+    for _ in 0..3 {
+        request(&mut c, "/popular", 800);
+    }
+    assert!(!c.admit("/newcomer", 800, 800));
+    assert_eq!(c.stats().admission_rejects, 1);
+    // No level stores an object larger than the whole cache.
+    assert!(!c.admit("/huge", 5000, 5000));
+    assert_eq!(c.stats().level_rejects, 1);
 }
 
 #[test]

@@ -55,7 +55,10 @@ impl Algorithm for Lfu {
     }
 
     fn admits(&self, need: u64, freq: u64, size_of: &dyn Fn(Id) -> u64) -> bool {
-        // 002 §4.2.4.2 step 2: the removable entries must free at least the space p needs.
+        // 002 §4.2.4.2 step 2: the removable entries must free the space p needs. Deviation:
+        // the paper compares them with p's whole size; `need` is only the shortfall beyond the
+        // cache's free room (the callers subtract it), so a new object that partly fits in free
+        // space needs fewer victims than the paper would demand.
         take_until(need, self.removable(freq), size_of, None)
     }
 

@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use crate::tcp::{Action, Sender, Sink, TcpConfig};
-use crate::time::{transmission, Nanos};
+use crate::time::{to_secs_f64, transmission, Nanos};
 
 /// A node of the topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -21,11 +21,6 @@ pub struct LinkSpec {
     /// DropTail limit as ns-2's `queue-limit`: at most `queue_limit - 1` packets wait behind the
     /// one being transmitted.
     pub queue_limit: usize,
-}
-
-/// Seconds as ns-2 holds them: the double nearest to the exact value.
-fn secs_f64(n: Nanos) -> f64 {
-    n as f64 / crate::time::SECOND as f64
 }
 
 /// A web transfer: `bytes` from `server` to `client` over one fresh TCP connection, starting at
@@ -151,29 +146,6 @@ impl Network {
         self.links.push((b, a, spec));
     }
 
-    /// Whether packets can get from `from` to `to`.
-    pub fn reachable(&self, from: NodeId, to: NodeId) -> bool {
-        let n = self.nodes as usize;
-        if from.0 as usize >= n || to.0 as usize >= n {
-            return false;
-        }
-        let mut seen = vec![false; n];
-        seen[from.0 as usize] = true;
-        let mut frontier = VecDeque::from([from.0]);
-        while let Some(v) = frontier.pop_front() {
-            if v == to.0 {
-                return true;
-            }
-            for (a, b, _) in &self.links {
-                if a.0 == v && !seen[b.0 as usize] {
-                    seen[b.0 as usize] = true;
-                    frontier.push_back(b.0);
-                }
-            }
-        }
-        false
-    }
-
     /// Nodes in the network.
     pub fn node_count(&self) -> u32 {
         self.nodes
@@ -184,28 +156,61 @@ impl Network {
         self.links.iter().copied()
     }
 
-    /// Next-hop link index for every (node, destination), by fewest hops; ties go to the link
-    /// added first, so routes never depend on anything but the topology.
+    /// One-way links leaving each node, as (neighbour, link index), in the order added.
+    fn adjacency(&self) -> Vec<Vec<(usize, u32)>> {
+        let mut out = vec![Vec::new(); self.nodes as usize];
+        for (i, (from, to, _)) in self.links.iter().enumerate() {
+            out[from.0 as usize].push((to.0 as usize, i as u32));
+        }
+        out
+    }
+
+    /// Next-hop link index for every (node, destination): fewest hops, with ties broken as
+    /// ns-2's static routing breaks them (`RouteLogic::compute_routes`, route.cc: from each
+    /// source, nodes are settled in order of distance and then of node number, and a node keeps
+    /// the route through the first settled neighbour, i.e. the lowest-numbered one one hop
+    /// nearer). Between two nodes joined twice, the link added first is used.
     fn routes(&self) -> Vec<Vec<Option<u32>>> {
-        let n = self.nodes as usize;
-        let mut next = vec![vec![None; n]; n];
-        for dst in 0..n {
-            // Breadth-first search backwards from the destination.
-            let mut dist = vec![usize::MAX; n];
-            dist[dst] = 0;
-            let mut frontier = VecDeque::from([dst]);
-            while let Some(v) = frontier.pop_front() {
-                for (i, (from, to, _)) in self.links.iter().enumerate() {
-                    let (from, to) = (from.0 as usize, to.0 as usize);
-                    if to == v && dist[from] == usize::MAX {
-                        dist[from] = dist[v] + 1;
-                        next[from][dst] = Some(i as u32);
-                        frontier.push_back(from);
+        let adjacency = self.adjacency();
+        (0..self.nodes as usize)
+            .map(|src| Self::routes_from(&adjacency, src))
+            .collect()
+    }
+
+    /// [`Network::routes`] from one source: the first-hop link towards every node.
+    fn routes_from(adjacency: &[Vec<(usize, u32)>], src: usize) -> Vec<Option<u32>> {
+        let n = adjacency.len();
+        let mut row = vec![None; n];
+        let mut settled = vec![false; n];
+        settled[src] = true;
+        let mut layer = vec![src];
+        while !layer.is_empty() {
+            // Settle the layer in node order: the first to reach a node is its predecessor.
+            layer.sort_unstable();
+            let mut following = Vec::new();
+            for &v in &layer {
+                for &(w, link) in &adjacency[v] {
+                    if settled[w] {
+                        continue;
                     }
+                    settled[w] = true;
+                    // The first hop: this link if v is the source, else v's own first hop.
+                    row[w] = if v == src { Some(link) } else { row[v] };
+                    following.push(w);
                 }
             }
+            layer = following;
         }
-        next
+        row
+    }
+
+    /// Whether packets can get from `from` to `to`.
+    pub fn reachable(&self, from: NodeId, to: NodeId) -> bool {
+        let n = self.nodes as usize;
+        (from.0 as usize) < n
+            && (to.0 as usize) < n
+            && (from == to
+                || Self::routes_from(&self.adjacency(), from.0 as usize)[to.0 as usize].is_some())
     }
 
     /// Runs `transfers` with TCP parameters `tcp` until all complete or `until` passes. Returns
@@ -288,7 +293,7 @@ impl Network {
             } else {
                 i
             };
-            sim.schedule(t.start, secs_f64(t.start), Event::Start(first as u32));
+            sim.schedule(t.start, to_secs_f64(t.start), Event::Start(first as u32));
         }
         sim.run(until);
         if let (Some(out), Some(recorded)) = (trace, sim.trace.take()) {
@@ -460,7 +465,7 @@ impl Sim {
                     self.forward(server, packet);
                 }
                 Action::Timer { at, generation } => {
-                    let at_f = self.now_f + secs_f64(at.saturating_sub(self.now));
+                    let at_f = self.now_f + to_secs_f64(at.saturating_sub(self.now));
                     self.schedule(at, at_f, Event::Timeout(f, generation))
                 }
                 Action::Done => {
@@ -530,7 +535,7 @@ impl Sim {
         let (to, delay) = (l.to, l.spec.delay);
         // ns-2: txtime = 8. * size / bandwidth_; arrival at clock_ + (txtime + delay_).
         let tx_f = 8.0 * f64::from(packet.bytes) / l.spec.bits_per_second as f64;
-        let arrive_f = self.now_f + (tx_f + secs_f64(delay));
+        let arrive_f = self.now_f + (tx_f + to_secs_f64(delay));
         let done_f = self.now_f + tx_f;
         self.schedule(self.now + tx + delay, arrive_f, Event::Arrive(to, packet));
         self.schedule(self.now + tx, done_f, Event::TxDone(link));

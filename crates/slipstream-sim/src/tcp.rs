@@ -23,8 +23,6 @@ pub struct TcpConfig {
     pub window: u32,
     /// `windowInit_`: the initial congestion window, in packets.
     pub window_init: u32,
-    /// `ssthresh_` at the start.
-    pub ssthresh_init: u32,
     /// `numdupacks_`: duplicate ACKs that trigger fast retransmit.
     pub dupack_threshold: u32,
     /// `tcpTick_`: granularity of RTT measurement.
@@ -106,7 +104,6 @@ impl TcpConfig {
             header_bytes: 40,
             window: 20,
             window_init: 2,
-            ssthresh_init: 20,
             dupack_threshold: 3,
             tick: 10 * MILLI,
             min_rto: 200 * MILLI,
@@ -228,7 +225,8 @@ impl Sender {
             } else {
                 f64::from(cfg.window_init)
             },
-            ssthresh: f64::from(cfg.ssthresh_init),
+            // ns-2 tcp.cc TcpAgent::reset: ssthresh_ = int(wnd_), the receiver window.
+            ssthresh: f64::from(cfg.window),
             dupwnd: 0.0,
             window_init: cfg.window_init,
             t_seqno: 0,
@@ -517,7 +515,8 @@ impl Sender {
         if self.highest_ack != self.maxseq {
             self.recover = self.maxseq;
             if self.highest_ack == -1 && self.window_init > 1 {
-                // The first packet was lost: no larger initial window from here on.
+                // The first packet was lost: no larger initial window from here on (ns-2
+                // tcp.cc TcpAgent::timeout, `bugfix_ss_`; `reset` does not undo it).
                 self.window_init = 1;
             }
             self.last_cwnd_action = CwndAction::Timeout;

@@ -15,7 +15,7 @@ pub fn from_secs_f64(s: f64) -> Nanos {
     (s * SECOND as f64).round().max(0.0) as Nanos
 }
 
-/// Nanoseconds as seconds.
+/// Nanoseconds as seconds: the double nearest the exact value, as ns-2 holds its times.
 pub fn to_secs_f64(n: Nanos) -> f64 {
     n as f64 / SECOND as f64
 }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::header::{
-    HeaderValue, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, LAST_MODIFIED, RANGE,
+    HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG,
+    LAST_MODIFIED, RANGE,
 };
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::StreamBody;
@@ -29,14 +30,17 @@ pub struct Built {
     pub disk_bytes: u64,
 }
 
+/// Fields of the 200 that a 304 (RFC 9110 §15.4.5) and a multipart 206 (§15.3.7) carry too:
+/// of those the sections list, the ones a file's response has besides Date.
+const CARRIED: [HeaderName; 3] = [CACHE_CONTROL, ETAG, LAST_MODIFIED];
+
 /// Answers a GET or HEAD for `entry`.
 pub fn respond(entry: &Arc<Entry>, method: &Method, headers: &HeaderMap) -> Built {
     if let Some(status) = conditional::evaluate(method, headers, &entry.validators).status() {
         let mut response = Response::new(Body::empty());
         *response.status_mut() = status;
         if status == StatusCode::NOT_MODIFIED {
-            // RFC 9110 §15.4.5: a 304 carries the validators a 200 would have.
-            for name in [ETAG, LAST_MODIFIED] {
+            for name in CARRIED {
                 if let Some(v) = entry.head.get(&name) {
                     response.headers_mut().insert(name, v.clone());
                 }
@@ -156,7 +160,7 @@ fn multiple(entry: &Arc<Entry>, ranges: &[Range<u64>], head_only: bool) -> Built
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::PARTIAL_CONTENT;
     let headers = response.headers_mut();
-    for name in [ETAG, LAST_MODIFIED] {
+    for name in CARRIED {
         if let Some(v) = entry.head.get(&name) {
             headers.insert(name, v.clone());
         }

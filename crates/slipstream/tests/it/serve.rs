@@ -55,7 +55,7 @@ fn keep_alive_serves_several_requests_on_one_connection() {
 fn if_none_match_gives_304_with_validators() {
     // RFC 9110 §13.1.2 and §15.4.5.
     let dir = site();
-    let node = serve(dir.path(), &[]);
+    let node = serve(dir.path(), &["--cache-control", "max-age=60"]);
     let etag = get(node.addr, "/hello.txt")
         .header("etag")
         .expect("etag")
@@ -64,6 +64,23 @@ fn if_none_match_gives_304_with_validators() {
     assert_eq!(r.status, 304);
     assert!(r.body.is_empty());
     assert_eq!(r.header("etag"), Some(etag.as_str()));
+    assert_eq!(
+        r.header("cache-control"),
+        Some("max-age=60"),
+        "a 304 keeps Cache-Control"
+    );
+    let multi = request(
+        node.addr,
+        "GET",
+        "/hello.txt",
+        &[("Range", "bytes=0-1,4-5")],
+    );
+    assert_eq!(multi.status, 206);
+    assert_eq!(
+        multi.header("cache-control"),
+        Some("max-age=60"),
+        "so does a multipart 206"
+    );
     let weak = format!("\"nope\", W/{etag}");
     assert_eq!(
         request(node.addr, "GET", "/hello.txt", &[("If-None-Match", &weak)]).status,

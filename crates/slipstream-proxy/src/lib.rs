@@ -53,16 +53,18 @@ struct Inner {
 impl Proxy {
     /// A proxy for validated settings.
     pub fn new(settings: Settings) -> Proxy {
+        let metrics = metrics::Metrics::default();
         let upstreams = upstream::Upstreams::new(
             &settings.parents,
             settings.connect_timeout,
             settings.upstream_timeout,
             settings.parent_retry,
+            |parent| metrics.parent_failures(parent),
         );
         let store = settings.cache.map(store::Store::new);
         let collapser = collapse::Collapser::new(settings.max_collapsed_waiters);
         let inner = Arc::new(Inner {
-            metrics: metrics::Metrics::default(),
+            metrics,
             rules: rfc9111::Options::default(),
             settings,
             upstreams,

@@ -137,6 +137,16 @@ impl Metrics {
         }
     }
 
+    /// The counter of failed exchanges with `parent`, failed-over ones included (the
+    /// `slipstream_upstream_errors_total` kinds count only the error a client finally got).
+    pub(crate) fn parent_failures(&self, parent: &http::uri::Authority) -> Arc<Counter> {
+        self.registry.counter(
+            "slipstream_parent_failures_total",
+            "Failed exchanges with a parent proxy, including those another parent then answered.",
+            &[("parent", parent.as_str())],
+        )
+    }
+
     pub(crate) fn hit(&self, bytes: usize) {
         self.hits.inc();
         self.memory_bytes.add(bytes as u64);

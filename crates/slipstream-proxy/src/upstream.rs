@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,7 @@ use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
+use slipstream_http::metrics::Counter;
 
 /// A request body going upstream: the client's own, or bytes we made (usually empty).
 pub type UpBody = Either<Incoming, Full<Bytes>>;
@@ -65,6 +67,8 @@ struct Parent {
     client: Client<ParentConnector, UpBody>,
     /// Skip this parent until then, after a failure.
     down_until: Mutex<Option<Instant>>,
+    /// Failed exchanges with this parent, including those another parent then answered.
+    failures: Arc<Counter>,
 }
 
 impl std::fmt::Debug for Parent {
@@ -110,18 +114,21 @@ where
 }
 
 impl Upstreams {
-    /// Clients for `parents` (in order of preference) and for direct requests.
+    /// Clients for `parents` (in order of preference) and for direct requests; each parent's
+    /// failed exchanges are counted in `failures(parent)`.
     pub fn new(
         parents: &[http::uri::Authority],
         connect_timeout: Duration,
         timeout: Duration,
         retry_after: Duration,
+        failures: impl Fn(&http::uri::Authority) -> Arc<Counter>,
     ) -> Upstreams {
         Upstreams {
             direct: client(connector(connect_timeout)),
             parents: parents
                 .iter()
                 .map(|authority| Parent {
+                    failures: failures(authority),
                     authority: authority.clone(),
                     client: client(ParentConnector {
                         parent: authority.clone(),
@@ -185,6 +192,7 @@ impl Upstreams {
                     return Ok(response);
                 }
                 Err(e) => {
+                    parent.failures.inc();
                     tracing::warn!(parent = %parent.authority, error = %e, "parent failed");
                     if matches!(
                         e,

@@ -93,5 +93,15 @@ fn child_fails_over_to_the_second_parent_when_the_first_stops() {
         )),
         "{metrics}"
     );
-    assert!(metrics.contains("slipstream_upstream_errors_total{kind=\"connect\"}"));
+    // Every request went to parent A first and failed over: each failure is counted.
+    let failures = |parent: std::net::SocketAddr| -> u64 {
+        let label = format!("slipstream_parent_failures_total{{parent=\"{parent}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(label.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {label} in {metrics}"))
+    };
+    assert!(failures(parent_a.addr) >= 1, "{metrics}");
+    assert_eq!(failures(parent_b.addr), 0, "{metrics}");
 }

@@ -281,10 +281,15 @@ pub fn run_all(
 
 fn run_one(run: &RunSpec, design_dir: &Path, out: &Path) -> Result<Summary, DesignError> {
     let dir: PathBuf = out.join("runs").join(&run.name);
-    let summary_path = dir.join("summary.json");
-    if let Ok(text) = std::fs::read_to_string(&summary_path) {
-        if let Ok(summary) = serde_json::from_str::<Summary>(&text) {
-            return Ok(summary);
+    // A finished run is kept only if it ran this very scenario: a changed design or base
+    // file runs it again.
+    let same_scenario =
+        std::fs::read_to_string(dir.join("scenario.toml")).is_ok_and(|saved| saved == run.scenario);
+    if same_scenario {
+        if let Ok(text) = std::fs::read_to_string(dir.join("summary.json")) {
+            if let Ok(summary) = serde_json::from_str::<Summary>(&text) {
+                return Ok(summary);
+            }
         }
     }
     let plan = plan(run, design_dir)?;
@@ -375,6 +380,12 @@ mod tests {
                 .collect::<Vec<_>>()
         );
         assert!(results_csv(&results).lines().count() == 7);
+        // A changed base file is not resumed from the old results.
+        std::fs::write(dir.path().join("base.toml"), "[workload]\ntransfers = 60\n")
+            .expect("write");
+        let runs = expand(&design).expect("valid design");
+        let changed = run_all(&runs, dir.path(), &out, 2, &|_, _| {}).expect("runs");
+        assert!(changed.iter().all(|(_, s)| s.completed == 60));
     }
 
     #[test]

@@ -116,6 +116,16 @@ pub fn parse(text: &str, source_name: &str) -> Result<Vec<Job>, ParseError> {
     Ok(jobs)
 }
 
+/// Writes `jobs` in the workload format [`parse`] reads (start times to the nanosecond, as
+/// the simulator holds them).
+pub fn format_workload(jobs: &[Job]) -> String {
+    let mut text = String::from("# id start_s src size_bytes  (src 1=child 2=parent 3=origin)\n");
+    for j in jobs {
+        let _ = writeln!(text, "{} {:.9} {} {}", j.id, j.start_s, j.src, j.size);
+    }
+    text
+}
+
 /// Runs `jobs` on `chain`, stopping `grace` after the last start.
 pub fn run(chain: &Chain, tcp: TcpConfig, jobs: &[Job], grace: Nanos) -> Run {
     run_traced(chain, tcp, jobs, grace, None)
@@ -227,6 +237,15 @@ mod tests {
         );
         assert_eq!(parse("\n0 x 1 10\n", "w").unwrap_err().line, 2);
         assert!(parse("0 1 1\n", "w").is_err());
+    }
+
+    #[test]
+    fn workload_files_round_trip() {
+        let jobs = parse("0 0.5 3 1000\n1 1.000000001 1 10\n", "w").expect("valid");
+        assert_eq!(
+            parse(&format_workload(&jobs), "again").expect("valid"),
+            jobs
+        );
     }
 
     #[test]

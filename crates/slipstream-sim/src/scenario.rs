@@ -146,16 +146,17 @@ pub struct Workload {
     pub file: Option<Spanned<PathBuf>>,
     /// Size model: lognormal body mean and standard deviation (bytes), Pareto tail above
     /// `tail_k` with shape `tail_alpha`, capped at `max_size` (ProWGen-like; the defaults give
-    /// Table 2's median ≈ 3.9 KB and mean ≈ 10 KB, as the ns-2 reference model does).
-    pub body_mean: f64,
+    /// a median near Table 2's 3,958 B and a mean of 10–12 KB depending on the seed, Table 2
+    /// having 9,624 B; the ns-2 reference model's defaults).
+    pub body_mean: Spanned<f64>,
     /// See `body_mean`.
-    pub body_sd: f64,
+    pub body_sd: Spanned<f64>,
     /// See `body_mean`.
-    pub tail_k: f64,
+    pub tail_k: Spanned<f64>,
     /// See `body_mean`.
-    pub tail_alpha: f64,
+    pub tail_alpha: Spanned<f64>,
     /// See `body_mean`.
-    pub max_size: f64,
+    pub max_size: Spanned<f64>,
     /// With `[caches]`: distinct objects in the synthetic trace.
     pub objects: Spanned<i64>,
     /// With `[caches]`: Zipf exponent of object popularity.
@@ -229,26 +230,27 @@ impl Workload {
     /// The size model these fields describe.
     pub fn size_model(&self) -> slipstream_workload::web::SizeModel {
         slipstream_workload::web::SizeModel {
-            body_mean: self.body_mean,
-            body_sd: self.body_sd,
-            tail_k: self.tail_k,
-            tail_alpha: self.tail_alpha,
-            max_bytes: self.max_size,
+            body_mean: *self.body_mean.get_ref(),
+            body_sd: *self.body_sd.get_ref(),
+            tail_k: *self.tail_k.get_ref(),
+            tail_alpha: *self.tail_alpha.get_ref(),
+            max_bytes: *self.max_size.get_ref(),
         }
     }
 }
 
 impl Default for Workload {
     fn default() -> Self {
+        let sizes = slipstream_workload::web::SizeModel::paper003();
         Workload {
             transfers: spanned(5000),
             rate: spanned(10.0),
             file: None,
-            body_mean: 7000.0,
-            body_sd: 11000.0,
-            tail_k: 10000.0,
-            tail_alpha: 1.2,
-            max_size: 1_490_000.0,
+            body_mean: spanned(sizes.body_mean),
+            body_sd: spanned(sizes.body_sd),
+            tail_k: spanned(sizes.tail_k),
+            tail_alpha: spanned(sizes.tail_alpha),
+            max_size: spanned(sizes.max_bytes),
             objects: spanned(20_000),
             zipf_alpha: spanned(0.8),
             warmup: spanned(50_000),
@@ -413,6 +415,17 @@ impl Scenario {
         })?;
         let mut achieved = None;
         let w = &self.workload;
+        for (field, v) in [
+            ("workload.body_mean", &w.body_mean),
+            ("workload.body_sd", &w.body_sd),
+            ("workload.tail_k", &w.tail_k),
+            ("workload.tail_alpha", &w.tail_alpha),
+            ("workload.max_size", &w.max_size),
+        ] {
+            if !(v.get_ref().is_finite() && *v.get_ref() > 0.0) {
+                return Err(invalid(field, v.span(), "must be a positive number".into()));
+            }
+        }
         let jobs = match (&w.file, &self.caches) {
             (Some(file), Some(_)) => {
                 return Err(invalid(
@@ -743,7 +756,11 @@ fn synthetic(
 ) -> Vec<Job> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let gaps = Exp::new(rate).unwrap_or_else(|_| Exp::new(1.0).expect("1 is a valid rate"));
-    let sizes = w.size_model().sampler();
+    // plan() has checked every size-model field is a positive number.
+    let sizes = w
+        .size_model()
+        .sampler()
+        .expect("size model validated by plan");
     let mut t = 0.0;
     let mut jobs: Vec<(Job, f64)> = (0..n)
         .map(|i| {
@@ -1018,6 +1035,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("s.toml:3: hits.parent"), "{e}");
+        let e = plan("[workload]\nbody_sd = -5\n").unwrap_err().to_string();
+        assert_eq!(e, "s.toml:2: workload.body_sd: must be a positive number");
         let e = plan("[tcp]\nrequest_bytes = -1\n").unwrap_err().to_string();
         assert!(e.starts_with("s.toml:2: tcp.request_bytes"), "{e}");
         let e = plan("[tcp]\nera = \"1999\"\n").unwrap_err().to_string();

@@ -42,11 +42,21 @@ impl SizeModel {
     }
 
     /// A sampler for this model.
-    pub fn sampler(&self) -> SizeSampler {
+    pub fn sampler(&self) -> Result<SizeSampler, WebError> {
+        let fields = [
+            self.body_mean,
+            self.body_sd,
+            self.tail_k,
+            self.tail_alpha,
+            self.max_bytes,
+        ];
+        if fields.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+            return Err(WebError::Sizes(*self));
+        }
         let sig2 = (1.0 + (self.body_sd / self.body_mean).powi(2)).ln();
         let body = LogNormal::new(self.body_mean.ln() - sig2 / 2.0, sig2.sqrt())
-            .unwrap_or_else(|_| LogNormal::new(8.0, 1.0).expect("valid parameters"));
-        SizeSampler { model: *self, body }
+            .map_err(|_| WebError::Sizes(*self))?;
+        Ok(SizeSampler { model: *self, body })
     }
 }
 
@@ -95,6 +105,9 @@ pub enum WebError {
     /// A Zipf exponent that is not a positive number.
     #[error("zipf_alpha must be a positive number, not {0}")]
     Alpha(f64),
+    /// A size model with a parameter that is not a positive number.
+    #[error("every size-model parameter must be a positive number: {0:?}")]
+    Sizes(SizeModel),
     /// A rate that is not a positive number.
     #[error("rate must be a positive number of requests per second, not {0}")]
     Rate(f64),
@@ -113,7 +126,7 @@ pub fn generate(cfg: &WebConfig) -> Result<Vec<Request>, WebError> {
         return Err(WebError::Rate(cfg.rate));
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
-    let sampler = cfg.sizes.sampler();
+    let sampler = cfg.sizes.sampler()?;
     let sizes: Vec<u64> = (0..cfg.objects).map(|_| sampler.sample(&mut rng)).collect();
     let zipf =
         Zipf::new(cfg.objects, cfg.zipf_alpha).map_err(|_| WebError::Alpha(cfg.zipf_alpha))?;
@@ -178,7 +191,7 @@ mod tests {
 
     #[test]
     fn sizes_follow_table_2() {
-        let sampler = SizeModel::paper003().sampler();
+        let sampler = SizeModel::paper003().sampler().expect("valid model");
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         let mut sizes: Vec<u64> = (0..20_000).map(|_| sampler.sample(&mut rng)).collect();
         sizes.sort_unstable();

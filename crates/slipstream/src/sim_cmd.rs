@@ -153,12 +153,8 @@ fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
         }
     }
     if let Some(dump) = args.dump_workload.as_deref() {
-        let mut text =
-            String::from("# id start_s src size_bytes  (src 1=child 2=parent 3=origin)\n");
-        for j in &plan.jobs {
-            text.push_str(&format!("{} {:.9} {} {}\n", j.id, j.start_s, j.src, j.size));
-        }
-        std::fs::write(dump, text).with_context(|| format!("cannot write {}", dump.display()))?;
+        std::fs::write(dump, reference::format_workload(&plan.jobs))
+            .with_context(|| format!("cannot write {}", dump.display()))?;
     }
     let started = std::time::Instant::now();
     let mut trace = Vec::new();

@@ -191,11 +191,7 @@ fn exported_scenario_reproduces_the_reference_model() {
     let (ns_export, ours, plan) = scenario_both("seed = 5\n[workload]\ntransfers = 300\n");
     let dir = tempfile::tempdir().expect("tempdir");
     let workload = dir.path().join("w.txt");
-    let mut text = String::new();
-    for j in &plan.jobs {
-        text.push_str(&format!("{} {:.9} {} {}\n", j.id, j.start_s, j.src, j.size));
-    }
-    std::fs::write(&workload, text).expect("workload");
+    std::fs::write(&workload, reference::format_workload(&plan.jobs)).expect("workload");
     let out = dir.path().join("ref.out");
     let status = Command::new(ns())
         .arg(reference_model())

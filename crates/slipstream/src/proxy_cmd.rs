@@ -24,7 +24,7 @@ pub struct Args {
     /// This node's name in Via and Cache-Status.
     #[arg(long)]
     pub name: Option<String>,
-    /// TOML config file; its `[proxy]` table has the same fields.
+    /// TOML config file with a `[proxy]` table; these flags override a subset of its fields.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Cache size, e.g. 256MiB.

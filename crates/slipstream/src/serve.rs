@@ -15,7 +15,7 @@ pub struct Args {
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long)]
     pub listen: Option<SocketAddr>,
-    /// TOML config file; its `[serve]` table has the same fields as these flags.
+    /// TOML config file with a `[serve]` table; these flags override a subset of its fields.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Memory cache size, e.g. 64MiB [default: 64MiB].

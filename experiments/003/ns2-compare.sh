@@ -11,7 +11,7 @@
 #   3. the baseline against the reference model itself (its own workload, 10 req/s, 5,000 transfers);
 #   4. speed in this session: the baseline scenario (median whole-process wall and cpu time of 5 runs
 #      each; packet-trace events per second, counted the same way on both sides) and the whole
-#      Table 1 factorial (144 runs; ns2 two at a time), wall and cpu time;
+#      Table 1 factorial (192 runs; ns2 two at a time), wall and cpu time;
 #   5. congested agreement (80 req/s, seeds 1-6): per-seed KS distances and means, then pooled over
 #      the seeds for ns2 vs slipstream, ns2 vs ns2 with another default-RNG seed (the noise floor),
 #      and ns2 (export) vs the reference model (whose reused agents keep windowInit_ = 1 after loss).
@@ -238,7 +238,7 @@ print(f"events/s over the untraced median cpu time:  ns2 {ne / nc / 1e6:.3f} M/s
       f"({(oe / oc) / (ne / nc):.1f}x)")
 PY
 
-echo "-- (b) Table 1 factorial (experiments/003/table1.toml, 144 runs x 5,000 transfers; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "-- (b) Table 1 factorial (experiments/003/table1.toml, 192 runs x 5,000 transfers; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
 read -r ours_w ours_c < <(measure "$B" sim design experiments/003/table1.toml --out "$W/table1")
 runs=("$W"/table1/runs/*/)
 for run in "${runs[@]}"; do "$B" sim "$run/scenario.toml" --export-ns2 "$run/ns.tcl" >/dev/null 2>&1; done

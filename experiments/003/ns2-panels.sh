@@ -12,9 +12,13 @@ B=target/release/slipstream
 OUT=${OUT:-out/003}
 RUNS="$OUT/figures-2.26"
 NS="$OUT/ns2/figures-2.26"
-rm -rf "$RUNS" "$NS"
+# FRESH=0 (as run.sh calls it) reuses the runs run.sh has just made.
+rm -rf "$NS"
 mkdir -p "$NS" docs/experiments/003
-"$B" sim design experiments/003/figures-2.26.toml --out "$RUNS" --plot
+if [ "${FRESH:-1}" != 0 ] || [ ! -f "$RUNS/results.csv" ]; then
+  rm -rf "$RUNS"
+  "$B" sim design experiments/003/figures-2.26.toml --out "$RUNS" --plot
+fi
 for run in "$RUNS"/runs/*/; do
   name=$(basename "$run")
   "$B" sim "$run/scenario.toml" --export-ns2 "$NS/$name.tcl" 2>/dev/null

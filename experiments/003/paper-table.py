@@ -4,7 +4,7 @@
 Usage: paper-table.py RUNS_DIR [NS2_DIR] [--splice REPORT.md]
   RUNS_DIR  out/003/figures-2.26/runs (one directory per panel, each with transfers.csv)
   NS2_DIR   directory with PANEL.csv from ns2 running each panel's --export-ns2 script
-            (experiments/003/ns2-compare.sh writes them); without it the ns2 column is empty.
+            (experiments/003/ns2-panels.sh writes them); without it the ns2 column is empty.
 Prints a markdown table; with --splice, also writes it into REPORT.md between the lines
 `<!-- paper-table:begin -->` and `<!-- paper-table:end -->`. The paper's values are typed in from the paper (Tables 2-5 and the
 text of Figs. 2 and 5); everything else is computed from the CSVs.
@@ -121,7 +121,6 @@ def main():
 
     # Table 2: the workload (the same transfers on both engines).
     base = panel("fig2-baseline")
-    w = lambda fn, kind: (fn, kind)
     t2 = [
         ("Total transfers", "5,000", lambda r: len(r), "int"),
         ("Total transferred bytes", "48,121,956", lambda r: sum(x["size"] for x in r), "int"),

@@ -28,6 +28,14 @@ $B sim design experiments/003/caches-threshold.toml --out "$OUT/caches-threshold
 start=$(date +%s.%N)
 $B sim design experiments/003/table1.toml --out "$OUT/table1"
 echo "Table 1 factorial wall time: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s" | tee "$DOCS/table1-walltime.txt"
+# The request leg beyond the paper: the baseline in the paper's setting with a 300-byte request.
+{
+  echo "experiments/003/paper.toml, as is and with tcp.request_bytes = 300 (mean latency, s)"
+  $B sim experiments/003/paper.toml 2>/dev/null
+  sed 's/^syn = true$/syn = true\nrequest_bytes = 300/' experiments/003/paper.toml > "$OUT/paper-request.toml"
+  echo "-- request_bytes = 300"
+  $B sim "$OUT/paper-request.toml" 2>/dev/null
+} | tee "$DOCS/request.txt"
 # Charts after the timing (the runs are resumed, only drawn).
 $B sim design experiments/003/table1.toml --out "$OUT/table1" --plot >/dev/null
 cp "$OUT"/table1/main-effect-*.svg "$DOCS/"
@@ -35,15 +43,11 @@ for run in "$OUT"/figures-2.26/runs/*/; do cp "$run/latency.svg" "$DOCS/$(basena
 for d in figures-2.26 figures hitratio-2.26 threshold threshold-2.26 caches-threshold table1; do
   cp "$OUT/$d/results.csv" "$DOCS/$d.csv"
 done
-# With ns2's runs of the same panels (ns2-panels.sh), the table goes into the report too.
-if [ -d "$OUT/ns2/figures-2.26" ]; then
-  python3 experiments/003/paper-table.py "$OUT/figures-2.26/runs" "$OUT/ns2/figures-2.26" \
-    --splice docs/experiments/003-network-impacts.md > "$DOCS/paper-table.md"
-else
-  python3 experiments/003/paper-table.py "$OUT/figures-2.26/runs" > "$DOCS/paper-table.md"
-fi
+# The paper-vs-slipstream table; with ns2, ns2-panels.sh adds ns2's column (on the runs above)
+# and splices the table into the report. Without ns2 the report keeps its last table.
+python3 experiments/003/paper-table.py "$OUT/figures-2.26/runs" > "$DOCS/paper-table.md"
 echo "wrote $DOCS"
 if [ "${NS2:-1}" != 0 ] && command -v ns >/dev/null; then
-  experiments/003/ns2-panels.sh
+  FRESH=0 experiments/003/ns2-panels.sh
   experiments/003/ns2-compare.sh
 fi

@@ -5,8 +5,11 @@
 //!   `MB`, `GB` powers of 1000 (IEC 80000-13). So `8KiB` is 8,192 bytes and `8KB` 8,000.
 //! - Durations ([`duration`]): `ns`, `us`, `ms`, `s`, `m`, `h`; a bare number is seconds.
 //! - Link rates ([`bits_per_second`]): as ns-2 writes them, in bits: `10Mb`, `1.5Mb`, `100kb`.
+//! - Config fields ([`de`]): serde helpers that take either an integer or a string with a unit.
 
 use std::time::Duration;
+
+pub mod de;
 
 /// Parses a byte size: `64MiB`, `512K`, `1.5M`, `10MB`, `4096`.
 pub fn bytes(s: &str) -> Result<u64, String> {

@@ -1,0 +1,109 @@
+//! Starting a node: the async runtime, binding its listener (TLS with ALPN, HTTP/1.1 and
+//! HTTP/2 on one port, the connection limits), and the signals that stop it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use slipstream_http::listen::{self, Handler, Limits};
+
+/// Where and how a node listens.
+#[derive(Debug, Clone)]
+pub struct Listen {
+    /// The address.
+    pub addr: SocketAddr,
+    /// Certificate chain and key (PEM), for HTTPS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// What one client may cost.
+    pub limits: Limits,
+}
+
+/// A listening node.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    /// The address it listens on (the port is real even when 0 was asked for).
+    pub addr: SocketAddr,
+    /// Whether clients speak TLS.
+    pub tls: bool,
+}
+
+impl Bound {
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+}
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS certificate or key is unusable.
+    #[error(transparent)]
+    Tls(#[from] listen::TlsError),
+}
+
+/// Binds `listen` and serves `handler` on it in the background of the current runtime.
+pub async fn spawn<H: Handler>(listen: &Listen, handler: Arc<H>) -> Result<Bound, SpawnError> {
+    let bind_error = |source| SpawnError::Bind {
+        addr: listen.addr,
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(listen.addr)
+        .await
+        .map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+    let tls = match &listen.tls {
+        Some((cert, key)) => Some(listen::tls_acceptor(cert, key)?),
+        None => None,
+    };
+    let bound = Bound {
+        addr,
+        tls: tls.is_some(),
+    };
+    tokio::spawn(listen::serve(
+        listener,
+        tls,
+        listen.limits,
+        handler,
+        std::future::pending(),
+    ));
+    Ok(bound)
+}
+
+/// A tokio runtime with `workers` threads (0 = one per core). One worker gets the
+/// current-thread scheduler, which skips work-stealing bookkeeping that a single core cannot use.
+pub fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut b = match workers {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            if n > 0 {
+                b.worker_threads(n);
+            }
+            b
+        }
+    };
+    b.enable_all().build()
+}
+
+/// Completes on Ctrl-C (SIGINT) or SIGTERM, the signal service managers send.
+pub async fn shutdown_signal() -> std::io::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r,
+        _ = term.recv() => Ok(()),
+    }
+}

@@ -1,0 +1,103 @@
+//! The node layer: what every slipstream node kind (serve, proxy, and the coming replica,
+//! prefetch and coop roles) runs on.
+//!
+//! - [`bootstrap`]: the runtime, binding the listener (TLS, HTTP/1.1 and HTTP/2), signals.
+//! - [`router`]: the one router for [`CONTROL_PREFIX`]; each capability registers its
+//!   endpoints on it ([`Node::route`]).
+//! - [`config`]: one TOML file per node whose tables belong to capabilities (`[serve]`,
+//!   `[proxy]`, later `[cluster]`, `[prefetch]`, `[coop]`), and overrides (`--set
+//!   proxy.cache.policy=sieve`, and every named flag) applied through one mechanism.
+//! - [`phase`]: the phases of a request (request filter, cache lookup, upstream choice and
+//!   fetch, upstream response filter, response and body filters, logging) with a per-request
+//!   context, so a capability adds behaviour by registering, not by editing the request path
+//!   (pingora's `ProxyHttp` model).
+//! - [`body`] and [`html`]: body filters, and a streaming HTML rewriter on `lol_html`.
+//! - [`clock`]: the time request paths read, injected so tests run on tokio's paused clock.
+
+pub mod body;
+pub mod bootstrap;
+pub mod clock;
+pub mod config;
+pub mod html;
+pub mod phase;
+pub mod respond;
+pub mod router;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use slipstream_http::Body;
+
+pub use clock::Clock;
+pub use phase::{Ctx, Phase, Phases};
+pub use router::{Endpoint, Router};
+
+/// The control endpoints' prefix, shared by every slipstream node.
+pub const CONTROL_PREFIX: &str = "/_slipstream/";
+
+/// A node kind's request path: what answers everything that is not a control endpoint.
+pub trait Service: Send + Sync + 'static {
+    /// Answers one request from `peer`. Errors are responses: a service never fails.
+    fn call(
+        &self,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+    ) -> impl Future<Output = Response<Body>> + Send;
+
+    /// Whether `req` is for this node's control endpoints. By default: its path starts with
+    /// [`CONTROL_PREFIX`]. A forward proxy also needs the request to be for itself rather than
+    /// for another server.
+    fn is_control(&self, req: &Request<Incoming>) -> bool {
+        req.uri().path().starts_with(CONTROL_PREFIX)
+    }
+
+    /// Registers the service's own control endpoints (metrics, status, purge, ...).
+    fn register(&self, router: &mut Router);
+}
+
+/// A node: a service and the router for its control endpoints. Cheap to share.
+#[derive(Debug)]
+pub struct Node<S> {
+    service: S,
+    router: Router,
+}
+
+impl<S: Service> Node<S> {
+    /// A node around `service`, with the service's own endpoints registered.
+    pub fn new(service: S) -> Node<S> {
+        let mut router = Router::default();
+        service.register(&mut router);
+        Node { service, router }
+    }
+
+    /// Registers (or replaces) the endpoint `/_slipstream/NAME` and everything below it.
+    pub fn route(&mut self, name: &str, endpoint: impl Endpoint) -> &mut Self {
+        self.router.route(name, endpoint);
+        self
+    }
+
+    /// The service.
+    pub fn service(&self) -> &S {
+        &self.service
+    }
+
+    /// Binds `listen` and serves this node on it in the background of the current runtime.
+    pub async fn spawn(
+        self,
+        listen: &bootstrap::Listen,
+    ) -> Result<bootstrap::Bound, bootstrap::SpawnError> {
+        bootstrap::spawn(listen, Arc::new(self)).await
+    }
+}
+
+impl<S: Service> slipstream_http::listen::Handler for Node<S> {
+    async fn call(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        if self.service.is_control(&req) {
+            return self.router.handle(req).await;
+        }
+        self.service.call(req, peer).await
+    }
+}

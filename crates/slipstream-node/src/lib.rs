@@ -35,6 +35,18 @@ pub use clock::Clock;
 pub use phase::{Ctx, Phase, Phases};
 pub use router::{Endpoint, Router};
 
+/// Whose fault a failed request is (pingora's `ErrorSource`): it decides the status a client
+/// gets and whether a retry elsewhere can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// An upstream (origin, parent, peer) failed or misbehaved: 502 or 504.
+    Upstream,
+    /// The client sent something this node cannot serve: a 4xx.
+    Downstream,
+    /// This node itself failed: 500.
+    Internal,
+}
+
 /// The control endpoints' prefix, shared by every slipstream node.
 pub const CONTROL_PREFIX: &str = "/_slipstream/";
 

@@ -91,6 +91,11 @@ impl Collapser {
     pub fn in_flight(&self) -> usize {
         self.flights.lock().len()
     }
+
+    /// Requests waiting for another's fetch, over all flights.
+    pub fn waiting(&self) -> usize {
+        self.flights.lock().values().map(|f| f.waiters).sum()
+    }
 }
 
 impl Leader<'_> {

@@ -14,14 +14,18 @@ use slipstream_http::listen::Limits;
 pub struct Config {
     /// Address to listen on.
     pub listen: SocketAddr,
-    /// Reverse proxy: the origin every request goes to, e.g. `http://127.0.0.1:8080`.
-    /// Without it the proxy is a forward proxy (absolute-form requests and CONNECT).
-    pub origin: Option<String>,
+    /// Reverse proxy: the origin every request goes to, e.g. `http://127.0.0.1:8080`, or a
+    /// list of origin servers of one site, chosen by the origin policy (ordered fail-over: the
+    /// first that is up); cache keys name the first. Without it the proxy is a forward proxy
+    /// (absolute-form requests and CONNECT).
+    #[serde(deserialize_with = "one_or_many")]
+    pub origin: Vec<String>,
     /// Accept forward-proxy requests (absolute-form, CONNECT) even with an origin set.
     pub forward: bool,
     /// Parent proxies, tried in order; a parent that fails is skipped for `parent_retry_ms`.
     pub parents: Vec<String>,
-    /// How long a failed parent is skipped, in milliseconds.
+    /// How long a failed parent or origin is skipped, in milliseconds (or `"5s"`).
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub parent_retry_ms: u64,
     /// This node's name in Via and Cache-Status.
     pub name: String,
@@ -30,13 +34,17 @@ pub struct Config {
     /// Waiting requests per key while one fetch is in flight (request collapsing); requests
     /// beyond the bound go upstream on their own.
     pub max_collapsed_waiters: usize,
-    /// Connecting to an upstream, in milliseconds.
+    /// Connecting to an upstream, in milliseconds (or `"3s"`).
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub connect_timeout_ms: u64,
-    /// Waiting for an upstream's response head, and between body chunks, in milliseconds.
+    /// Waiting for an upstream's response head, and between body chunks, in milliseconds (or
+    /// `"30s"`).
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub upstream_timeout_ms: u64,
     /// Bearer token for PURGE and `/_slipstream/purge`; purging is refused without one.
     pub purge_token: Option<String>,
-    /// Largest request head in bytes.
+    /// Largest request head in bytes (or `"16KiB"`).
+    #[serde(deserialize_with = "slipstream_units::de::bytes_usize")]
     pub max_header_bytes: usize,
     /// Worker threads; 0 means one per core.
     pub workers: usize,
@@ -56,18 +64,22 @@ pub struct Config {
 pub struct CacheConfig {
     /// Whether to cache at all.
     pub enabled: bool,
-    /// Bytes of responses (headers and bodies) the cache may hold.
+    /// Bytes of responses (headers and bodies) the cache may hold (or `"256MiB"`).
+    #[serde(deserialize_with = "slipstream_units::de::bytes")]
     pub capacity_bytes: u64,
     /// Replacement policy (as for `serve`).
     pub policy: String,
     /// Objects larger than this are not stored (the hierarchy's per-level size rule, paper
     /// 003: a child keeps objects up to S).
+    #[serde(deserialize_with = "slipstream_units::de::bytes")]
     pub max_object_bytes: u64,
     /// Objects smaller than this are not stored (a parent keeps objects above S).
+    #[serde(deserialize_with = "slipstream_units::de::bytes")]
     pub min_object_bytes: u64,
     /// Objects larger than `max_object_bytes` keep their first this many bytes (paper 002's
     /// adaptive level); a hit sends the chunk at once and fetches the rest with a Range
     /// request. 0 turns it off.
+    #[serde(deserialize_with = "slipstream_units::de::bytes")]
     pub chunk_bytes: u64,
 }
 
@@ -75,7 +87,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 3128)),
-            origin: None,
+            origin: Vec::new(),
             forward: false,
             parents: Vec::new(),
             parent_retry_ms: 5_000,
@@ -138,8 +150,10 @@ pub enum ConfigError {
 pub struct Settings {
     /// Address to listen on.
     pub listen: SocketAddr,
-    /// Reverse-proxy origin (scheme and authority).
+    /// Reverse proxy: the site's name in cache keys and targets (the first origin).
     pub origin: Option<http::uri::Authority>,
+    /// Reverse proxy: every origin server of the site.
+    pub origins: Vec<http::uri::Authority>,
     /// Whether absolute-form and CONNECT requests are served.
     pub forward: bool,
     /// Parent proxies in order of preference.
@@ -192,14 +206,40 @@ fn authority(field: &'static str, value: &str) -> Result<http::uri::Authority, C
     uri.authority().cloned().ok_or_else(|| bad("no host"))
 }
 
+/// One string or a list of strings.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
+}
+
+impl Settings {
+    /// Where and how the proxy listens.
+    pub fn listen(&self) -> slipstream_node::bootstrap::Listen {
+        slipstream_node::bootstrap::Listen {
+            addr: self.listen,
+            tls: self.tls.clone(),
+            limits: self.limits,
+        }
+    }
+}
+
 impl Config {
     /// Checks the config.
     pub fn validate(&self) -> Result<Settings, ConfigError> {
-        let origin = self
+        let origins = self
             .origin
-            .as_deref()
+            .iter()
             .map(|o| authority("origin", o))
-            .transpose()?;
+            .collect::<Result<Vec<_>, _>>()?;
+        let origin = origins.first().cloned();
         let parents = self
             .parents
             .iter()
@@ -245,6 +285,7 @@ impl Config {
             listen: self.listen,
             forward: self.forward || origin.is_none(),
             origin,
+            origins,
             parents,
             parent_retry: Duration::from_millis(self.parent_retry_ms),
             name: self.name.clone(),

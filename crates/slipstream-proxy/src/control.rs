@@ -1,66 +1,65 @@
-//! Control endpoints: `/_slipstream/metrics`, `/_slipstream/status`, and purging, by the PURGE
-//! method or `/_slipstream/purge?url=...` / `?surrogate-key=...`, with a bearer token.
+//! The proxy's control endpoint, purging: by the PURGE method on a URL, or
+//! `/_slipstream/purge?url=...` / `?surrogate-key=...`, with a bearer token. Metrics and the
+//! status page come from the node layer.
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::header::{
-    HeaderValue, ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE,
-};
+use async_trait::async_trait;
+use http::header::{HeaderValue, ALLOW, AUTHORIZATION, WWW_AUTHENTICATE};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use serde_json::json;
 use slipstream_http::Body;
+use slipstream_node::respond::{json, text};
+use slipstream_node::Endpoint;
 
-use crate::{text, Inner};
+use crate::Inner;
 
-pub(crate) async fn handle(
-    inner: &Arc<Inner>,
-    what: &str,
-    req: Request<Incoming>,
-) -> Response<Body> {
-    match what {
-        "metrics" | "status" | "status/" if req.method() == Method::GET || req.method() == Method::HEAD => {
-            let (body, content_type): (Bytes, &'static str) = if what == "metrics" {
-                (inner.metrics.registry.render().into(), "text/plain; version=0.0.4; charset=utf-8")
-            } else {
-                (Bytes::from_static(slipstream_http::status::PAGE.as_bytes()), "text/html; charset=utf-8")
-            };
-            let mut r = Response::new(if req.method() == Method::HEAD { Body::empty() } else { Body::full(body) });
-            r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-            r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            r
+/// `/_slipstream/purge`.
+#[derive(Debug)]
+pub(crate) struct Purge(pub(crate) Arc<Inner>);
+
+#[async_trait]
+impl Endpoint for Purge {
+    async fn call(&self, req: Request<Incoming>, rest: &str) -> Response<Body> {
+        let inner = &self.0;
+        if !rest.is_empty() {
+            return text(StatusCode::NOT_FOUND, "no such control endpoint");
         }
-        "purge" if req.method() == Method::POST || req.method().as_str() == "PURGE" => {
-            if let Err(refusal) = authorised(inner, &req) {
-                return *refusal;
-            }
-            let query = req.uri().query().unwrap_or("");
-            let param = |name: &str| query.split('&').filter_map(|kv| kv.split_once('=')).find(|(k, _)| *k == name).map(|(_, v)| decode(v));
-            if let Some(url) = param("url") {
-                return purge_url(inner, &url);
-            }
-            if let Some(tag) = param("surrogate-key") {
-                let n = inner.store.as_ref().map_or(0, |s| s.purge_tag(&tag));
-                return json(StatusCode::OK, &format!("{{\"surrogate_key\":{tag:?},\"purged_keys\":{n}}}"));
-            }
-            text(StatusCode::BAD_REQUEST, "purge needs ?url=URL or ?surrogate-key=TAG")
-        }
-        "purge" => {
+        if req.method() != Method::POST && req.method().as_str() != "PURGE" {
             let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "purge with POST or PURGE");
-            r.headers_mut().insert(ALLOW, HeaderValue::from_static("POST, PURGE"));
-            r
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("POST, PURGE"));
+            return r;
         }
-        "metrics" | "status" | "status/" => {
-            let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
-            r.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-            r
+        if let Err(refusal) = authorised(inner, &req) {
+            return *refusal;
         }
-        _ => text(StatusCode::NOT_FOUND, "no such control endpoint: try /_slipstream/status, /_slipstream/metrics or /_slipstream/purge"),
+        let query = req.uri().query().unwrap_or("");
+        let param = |name: &str| {
+            form_urlencoded::parse(query.as_bytes())
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.into_owned())
+        };
+        if let Some(url) = param("url") {
+            return purge_url(inner, &url);
+        }
+        if let Some(tag) = param("surrogate-key") {
+            let n = inner.store.as_ref().map_or(0, |s| s.purge_tag(&tag));
+            return json(
+                StatusCode::OK,
+                &json!({ "surrogate_key": tag, "purged_keys": n }),
+            );
+        }
+        text(
+            StatusCode::BAD_REQUEST,
+            "purge needs ?url=URL or ?surrogate-key=TAG",
+        )
     }
 }
 
 /// `PURGE /path` (reverse proxy) or `PURGE http://host/path`.
-/// `absolute`: the request names another server (see `fetch::absolute_form`).
+/// `absolute`: the request names another server (see `route::absolute_form`).
 pub(crate) fn purge_method<B>(inner: &Inner, req: &Request<B>, absolute: bool) -> Response<Body> {
     if let Err(refusal) = authorised(inner, req) {
         return *refusal;
@@ -89,10 +88,7 @@ fn purge_url(inner: &Inner, url: &str) -> Response<Body> {
     if let Some(store) = &inner.store {
         store.remove(&normalised);
     }
-    json(
-        StatusCode::OK,
-        &format!("{{\"purged_url\":{normalised:?}}}"),
-    )
+    json(StatusCode::OK, &json!({ "purged_url": normalised }))
 }
 
 /// `Err` holds the refusal to send.
@@ -123,18 +119,4 @@ fn authorised<B>(inner: &Inner, req: &Request<B>) -> Result<(), Box<Response<Bod
 /// Compares without leaking where the first difference is.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn json(status: StatusCode, body: &str) -> Response<Body> {
-    let mut r = Response::new(Body::full(Bytes::from(format!("{body}\n"))));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r
-}
-
-fn decode(v: &str) -> String {
-    percent_encoding::percent_decode_str(&v.replace('+', " "))
-        .decode_utf8_lossy()
-        .into_owned()
 }

@@ -1,8 +1,11 @@
 //! Header rules every proxy applies: hop-by-hop fields (RFC 9110 §7.6.1), Via and loop
 //! detection (§7.6.3), and the Cache-Status field (RFC 9211).
 
-use http::header::{HeaderName, HeaderValue, CONNECTION, VIA};
-use http::HeaderMap;
+use http::header::{
+    HeaderName, HeaderValue, CONNECTION, HOST, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH,
+    IF_RANGE, IF_UNMODIFIED_SINCE, RANGE, VIA,
+};
+use http::{HeaderMap, Request};
 
 /// Fields that describe one connection, never forwarded (RFC 9110 §7.6.1), plus the legacy
 /// Keep-Alive and Proxy-Connection.
@@ -54,6 +57,41 @@ pub fn add_via(headers: &mut HeaderMap, name: &str) {
     if let Ok(v) = HeaderValue::from_str(&format!("1.1 {name}")) {
         headers.append(VIA, v);
     }
+}
+
+/// The request as it goes upstream from node `name`: hop-by-hop fields removed, Via added, Host
+/// set to the target.
+pub fn upstream_parts(name: &str, parts: &http::request::Parts) -> http::request::Parts {
+    let mut up = Request::new(());
+    *up.method_mut() = parts.method.clone();
+    *up.uri_mut() = parts.uri.clone();
+    let (mut up, ()) = up.into_parts();
+    up.headers = parts.headers.clone();
+    strip_hop_by_hop(&mut up.headers);
+    add_via(&mut up.headers, name);
+    if let Some(authority) = parts.uri.authority() {
+        if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
+            up.headers.insert(HOST, v);
+        }
+    }
+    up
+}
+
+/// The request as it goes upstream for a full response to store: without the client's
+/// preconditions and ranges, which the proxy answers itself from the stored response.
+pub fn plain_upstream_parts(name: &str, parts: &http::request::Parts) -> http::request::Parts {
+    let mut up = upstream_parts(name, parts);
+    for field in [
+        IF_NONE_MATCH,
+        IF_MODIFIED_SINCE,
+        IF_MATCH,
+        IF_UNMODIFIED_SINCE,
+        IF_RANGE,
+        RANGE,
+    ] {
+        up.headers.remove(field);
+    }
+    up
 }
 
 /// Cache-Status (RFC 9211 §2) name.

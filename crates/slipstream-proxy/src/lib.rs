@@ -7,15 +7,27 @@
 //! stand in for a failing upstream. Misses on one key are collapsed into one upstream request.
 //! Other methods are forwarded and invalidate what they change (RFC 9111 §4.4). Every response
 //! says which cache answered in Cache-Status (RFC 9211).
+//!
+//! The request path is open by phases ([`slipstream_node::Phase`], registered with
+//! [`Builder::phase`]) and its upstreams are chosen by [`slipstream_select::Select`] policies
+//! ([`Builder::parent_policy`], [`Builder::origin_policy`]).
+//!
+//! Modules by concern: `route` (the entry), `cached` (GET/HEAD through the cache), `forward`
+//! (everything else, and upstream errors), `partial` (first-chunk entries), `collect` (reading
+//! bodies to store), `upstream` (selection and exchanges), `control` (purge), `tunnel`
+//! (CONNECT).
 
+mod cached;
 pub mod collapse;
+mod collect;
 pub mod config;
 mod control;
-mod fetch;
+mod forward;
 pub mod headers;
 mod metrics;
 mod partial;
 pub mod respond;
+mod route;
 pub mod store;
 mod tunnel;
 pub mod upstream;
@@ -23,16 +35,14 @@ pub mod upstream;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE};
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use slipstream_http::{rfc9111, Body};
+use slipstream_node::bootstrap::{Bound, SpawnError};
+use slipstream_node::{Clock, Node, Phase, Phases, Router, CONTROL_PREFIX};
+use slipstream_select::{FailOver, Select};
 
 pub use config::{Config, ConfigError, Settings};
-
-/// The control endpoints' prefix, shared by every slipstream node.
-pub const CONTROL_PREFIX: &str = "/_slipstream/";
 
 /// A proxy: one per listener. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -48,18 +58,61 @@ struct Inner {
     collapser: collapse::Collapser,
     metrics: metrics::Metrics,
     rules: rfc9111::Options,
+    phases: Phases,
+    clock: Clock,
 }
 
-impl Proxy {
-    /// A proxy for validated settings.
-    pub fn new(settings: Settings) -> Proxy {
+/// Builds a [`Proxy`] with phases, policies and a clock.
+#[derive(Debug)]
+pub struct Builder {
+    settings: Settings,
+    phases: Phases,
+    clock: Clock,
+    parents: Option<Box<dyn Select>>,
+    origins: Option<Box<dyn Select>>,
+}
+
+impl Builder {
+    /// Registers a phase, after those already registered.
+    pub fn phase(mut self, phase: impl Phase) -> Builder {
+        self.phases.push(Arc::new(phase));
+        self
+    }
+
+    /// The clock request paths read (the system's by default).
+    pub fn clock(mut self, clock: Clock) -> Builder {
+        self.clock = clock;
+        self
+    }
+
+    /// The policy choosing among parents (ordered fail-over by default).
+    pub fn parent_policy(mut self, policy: Box<dyn Select>) -> Builder {
+        self.parents = Some(policy);
+        self
+    }
+
+    /// The policy choosing among origin servers (ordered fail-over by default).
+    pub fn origin_policy(mut self, policy: Box<dyn Select>) -> Builder {
+        self.origins = Some(policy);
+        self
+    }
+
+    /// The proxy.
+    pub fn build(self) -> Proxy {
+        let settings = self.settings;
         let metrics = metrics::Metrics::default();
+        let fail_over = || Box::new(FailOver::new(&[], settings.parent_retry)) as Box<dyn Select>;
         let upstreams = upstream::Upstreams::new(
             &settings.parents,
+            &settings.origins,
+            upstream::Policies {
+                parents: self.parents.unwrap_or_else(fail_over),
+                origins: self.origins.unwrap_or_else(fail_over),
+            },
             settings.connect_timeout,
             settings.upstream_timeout,
-            settings.parent_retry,
-            |parent| metrics.parent_failures(parent),
+            self.clock,
+            metrics.registry.clone(),
         );
         let store = settings.cache.map(store::Store::new);
         let collapser = collapse::Collapser::new(settings.max_collapsed_waiters);
@@ -70,80 +123,77 @@ impl Proxy {
             upstreams,
             store,
             collapser,
+            phases: self.phases,
+            clock: self.clock,
         });
         inner.metrics.register(&inner);
         Proxy { inner }
+    }
+}
+
+impl Proxy {
+    /// A proxy for validated settings, with nothing registered.
+    pub fn new(settings: Settings) -> Proxy {
+        Proxy::builder(settings).build()
+    }
+
+    /// A builder for a proxy with phases, policies or a clock of its own.
+    pub fn builder(settings: Settings) -> Builder {
+        Builder {
+            settings,
+            phases: Phases::default(),
+            clock: Clock::System,
+            parents: None,
+            origins: None,
+        }
     }
 
     /// The settings this proxy runs with.
     pub fn settings(&self) -> &Settings {
         &self.inner.settings
     }
-}
 
-impl slipstream_http::listen::Handler for Proxy {
-    async fn call(&self, req: Request<Incoming>, _peer: SocketAddr) -> Response<Body> {
-        let start = std::time::Instant::now();
-        let response = fetch::handle(&self.inner, req).await;
-        self.inner
-            .metrics
-            .response(response.status(), start.elapsed());
-        response
+    /// Replaces the parent proxies at run time.
+    pub fn set_parents(&self, parents: &[http::uri::Authority]) {
+        self.inner.upstreams.set_parents(parents);
+    }
+
+    /// Replaces the origin servers at run time (a reverse proxy's cache keys keep naming the
+    /// first configured origin).
+    pub fn set_origins(&self, origins: &[http::uri::Authority]) {
+        self.inner.upstreams.set_origins(origins);
     }
 }
 
-/// Binds `settings.listen` and serves the proxy on it in the background of the current tokio
-/// runtime, with TLS when the settings have a certificate. Returns the bound address.
+impl slipstream_node::Service for Proxy {
+    async fn call(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        let start = self.inner.clock.instant();
+        let response = route::handle(&self.inner, req, peer).await;
+        self.inner.metrics.response(
+            response.status(),
+            self.inner.clock.instant().saturating_duration_since(start),
+        );
+        response
+    }
+
+    /// Control endpoints are this node's only when the request is not for another server.
+    fn is_control(&self, req: &Request<Incoming>) -> bool {
+        !route::absolute_form(&self.inner, req) && req.uri().path().starts_with(CONTROL_PREFIX)
+    }
+
+    fn register(&self, router: &mut Router) {
+        slipstream_node::router::register_observability(
+            router,
+            self.inner.metrics.registry.clone(),
+        );
+        router.route("purge", control::Purge(self.inner.clone()));
+    }
+}
+
+/// Binds `settings.listen` and serves a proxy with nothing registered on it in the background
+/// of the current tokio runtime. Returns the bound address.
 pub async fn spawn(settings: Settings) -> Result<SocketAddr, SpawnError> {
-    let listener = tokio::net::TcpListener::bind(settings.listen)
-        .await
-        .map_err(|source| SpawnError::Bind {
-            addr: settings.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| SpawnError::Bind {
-        addr: settings.listen,
-        source,
-    })?;
-    let tls = match &settings.tls {
-        Some((cert, key)) => Some(slipstream_http::listen::tls_acceptor(cert, key)?),
-        None => None,
-    };
-    let limits = settings.limits;
-    let proxy = Arc::new(Proxy::new(settings));
-    tokio::spawn(slipstream_http::listen::serve(
-        listener,
-        tls,
-        limits,
-        proxy,
-        std::future::pending(),
-    ));
-    Ok(addr)
-}
-
-/// Why a proxy could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
-    /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The TLS certificate or key is unusable.
-    #[error(transparent)]
-    Tls(#[from] slipstream_http::listen::TlsError),
-}
-
-/// A short plain-text response, for errors the proxy itself produces.
-fn text(status: StatusCode, message: &str) -> Response<Body> {
-    let mut r = Response::new(Body::full(Bytes::from(format!("{message}\n"))));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
+    let listen = settings.listen();
+    let bound: Bound = Node::new(Proxy::new(settings)).spawn(&listen).await?;
+    Ok(bound.addr)
 }

@@ -11,7 +11,7 @@ use crate::Inner;
 
 #[derive(Debug)]
 pub(crate) struct Metrics {
-    pub(crate) registry: Registry,
+    pub(crate) registry: Arc<Registry>,
     responses: Responses,
     hits: Arc<Counter>,
     incomplete_hits: Arc<Counter>,
@@ -27,7 +27,7 @@ pub(crate) struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let r = Registry::default();
+        let r = Arc::new(Registry::default());
         let responses = Responses::register(&r);
         let outcome = |o: &str| {
             r.counter(
@@ -116,35 +116,53 @@ impl Metrics {
             &[],
             move || w.upgrade().map_or(0.0, |i| i.collapser.in_flight() as f64),
         );
-        for (i, (name, _)) in inner.upstreams.parent_states().into_iter().enumerate() {
+        let w = weak.clone();
+        self.registry.gauge(
+            "slipstream_collapsed_waiting",
+            "Requests waiting for another request's upstream fetch.",
+            &[],
+            move || w.upgrade().map_or(0.0, |i| i.collapser.waiting() as f64),
+        );
+        for (name, _) in inner.upstreams.parent_health() {
             let w = weak.clone();
+            let label = name.clone();
             self.registry.gauge(
                 "slipstream_parent_up",
                 "1 when the parent proxy is in use, 0 while skipped after a failure.",
-                &[("parent", &name)],
+                &[("parent", &label)],
                 move || {
                     w.upgrade()
                         .and_then(|inner| {
-                            inner
-                                .upstreams
-                                .parent_states()
-                                .get(i)
+                            let health = inner.upstreams.parent_health();
+                            health
+                                .iter()
+                                .find(|(n, _)| *n == name)
                                 .map(|(_, up)| f64::from(u8::from(*up)))
                         })
                         .unwrap_or(0.0)
                 },
             );
         }
-    }
-
-    /// The counter of failed exchanges with `parent`, failed-over ones included (the
-    /// `slipstream_upstream_errors_total` kinds count only the error a client finally got).
-    pub(crate) fn parent_failures(&self, parent: &http::uri::Authority) -> Arc<Counter> {
-        self.registry.counter(
-            "slipstream_parent_failures_total",
-            "Failed exchanges with a parent proxy, including those another parent then answered.",
-            &[("parent", parent.as_str())],
-        )
+        for (name, _) in inner.upstreams.origin_health() {
+            let w = weak.clone();
+            let label = name.clone();
+            self.registry.gauge(
+                "slipstream_origin_up",
+                "1 when the origin server is in use, 0 while skipped after a failure.",
+                &[("origin", &label)],
+                move || {
+                    w.upgrade()
+                        .and_then(|inner| {
+                            let health = inner.upstreams.origin_health();
+                            health
+                                .iter()
+                                .find(|(n, _)| *n == name)
+                                .map(|(_, up)| f64::from(u8::from(*up)))
+                        })
+                        .unwrap_or(0.0)
+                },
+            );
+        }
     }
 
     pub(crate) fn hit(&self, bytes: usize) {
@@ -176,7 +194,9 @@ impl Metrics {
         match e {
             UpstreamError::Connect { .. } => self.connect_errors.inc(),
             UpstreamError::Timeout { .. } => self.timeouts.inc(),
-            UpstreamError::Protocol { .. } => self.protocol_errors.inc(),
+            UpstreamError::Protocol { .. } | UpstreamError::NoUpstream => {
+                self.protocol_errors.inc()
+            }
         }
     }
 

@@ -16,11 +16,12 @@ use http::header::{
 };
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
-use hyper::body::{Frame, Incoming};
+use hyper::body::Frame;
 use slipstream_http::conditional::{self, Validators};
 use slipstream_http::{rfc9111, Body};
+use slipstream_node::Ctx;
 
-use crate::fetch::{finish_forwarded, plain_upstream_parts};
+use crate::forward::finish_forwarded;
 use crate::headers::{self, Status};
 use crate::store::Stored;
 use crate::{respond, Inner};
@@ -45,7 +46,7 @@ pub(crate) fn tee(
     inner: &Arc<Inner>,
     key: &str,
     res_parts: http::response::Parts,
-    body: Incoming,
+    body: Body,
     policy: rfc9111::Policy,
     vary_key: String,
     total: u64,
@@ -57,33 +58,30 @@ pub(crate) fn tee(
     let mut template = Some((stored_headers, policy, vary_key, res_parts.status));
     let mut prefix: Vec<u8> = Vec::with_capacity(chunk);
     let (inner2, key) = (inner.clone(), key.to_owned());
-    let stream = body
-        .into_data_stream()
-        .map_err(std::io::Error::other)
-        .map_ok(move |data: Bytes| {
-            if let Some((headers, policy, vary_key, status)) = template.take() {
-                let take = (chunk - prefix.len()).min(data.len());
-                prefix.extend_from_slice(&data[..take]);
-                if prefix.len() < chunk {
-                    template = Some((headers, policy, vary_key, status));
-                } else if let Some(store) = &inner2.store {
-                    let body = Bytes::from(std::mem::take(&mut prefix));
-                    store.put(
-                        &key,
-                        Stored {
-                            status,
-                            headers,
-                            body,
-                            total_len: total,
-                            policy,
-                            vary_key,
-                        },
-                        &[],
-                    );
-                }
+    let stream = body.into_data_stream().map_ok(move |data: Bytes| {
+        if let Some((headers, policy, vary_key, status)) = template.take() {
+            let take = (chunk - prefix.len()).min(data.len());
+            prefix.extend_from_slice(&data[..take]);
+            if prefix.len() < chunk {
+                template = Some((headers, policy, vary_key, status));
+            } else if let Some(store) = &inner2.store {
+                let body = Bytes::from(std::mem::take(&mut prefix));
+                store.put(
+                    &key,
+                    Stored {
+                        status,
+                        headers,
+                        body,
+                        total_len: total,
+                        policy,
+                        vary_key,
+                    },
+                    &[],
+                );
             }
-            data
-        });
+        }
+        data
+    });
     let mut response = Response::from_parts(
         res_parts,
         Body::stream(StreamBody::new(stream.map_ok(Frame::data))),
@@ -165,7 +163,7 @@ async fn remainder(
     stored: &Stored,
 ) -> std::io::Result<ByteStream> {
     let from = stored.body.len() as u64;
-    let mut up = plain_upstream_parts(inner, parts);
+    let mut up = headers::plain_upstream_parts(&inner.settings.name, parts);
     up.method = Method::GET;
     if let Ok(v) = HeaderValue::from_str(&format!("bytes={from}-")) {
         up.headers.insert(RANGE, v);
@@ -174,9 +172,15 @@ async fn remainder(
     if let Some(v) = strong_etag(&stored.headers).or_else(|| stored.headers.get(LAST_MODIFIED)) {
         up.headers.insert(IF_RANGE, v.clone());
     }
+    // A remainder is part of a response already under way; it has no client context of its
+    // own.
+    let mut ctx = Ctx::new(
+        std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+        inner.clock.instant(),
+    );
     let response = inner
         .upstreams
-        .send(up, None)
+        .send(&mut ctx, &inner.phases, up, None)
         .await
         .map_err(std::io::Error::other)?;
     let same = |h: &HeaderMap| match strong_etag(&stored.headers) {
@@ -191,11 +195,7 @@ async fn remainder(
                 .get(CONTENT_RANGE)
                 .is_some_and(|v| v.as_bytes() == expected_range.as_bytes()) =>
         {
-            Ok(response
-                .into_body()
-                .into_data_stream()
-                .map_err(std::io::Error::other)
-                .boxed())
+            Ok(response.into_body().into_data_stream().boxed())
         }
         // An upstream that ignores Range sends everything: skip what the chunk already sent.
         StatusCode::OK if same(response.headers()) => Ok(skip(response.into_body(), from)),
@@ -212,10 +212,9 @@ async fn remainder(
 }
 
 /// The body after its first `n` bytes.
-fn skip(body: Incoming, n: u64) -> ByteStream {
+fn skip(body: Body, n: u64) -> ByteStream {
     let mut left = n;
     body.into_data_stream()
-        .map_err(std::io::Error::other)
         .try_filter_map(move |mut data: Bytes| {
             let out = if left >= data.len() as u64 {
                 left -= data.len() as u64;

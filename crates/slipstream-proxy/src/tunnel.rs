@@ -6,7 +6,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use slipstream_http::Body;
 
-use crate::{text, Inner};
+use slipstream_node::respond::text;
+
+use crate::Inner;
 
 pub(crate) async fn connect(inner: &Inner, req: Request<Incoming>) -> Response<Body> {
     if !inner.settings.forward {

@@ -1,40 +1,57 @@
-//! Upstream connections: a pooled keep-alive client to the origin (or to the targets of
-//! forward-proxy requests), and one per parent proxy, with fail-over between parents.
+//! Upstream exchanges: a pooled keep-alive client for direct requests (to the origins, or to
+//! the targets of forward-proxy requests) and one per parent proxy, with the upstream chosen by
+//! [`Select`] policies over sets of endpoints that may change at run time.
+//!
+//! The order of candidates for one request: an upstream a phase names
+//! ([`Phase::upstream_peer`](slipstream_node::Phase::upstream_peer)), then the parents in the
+//! parent policy's order, then the origin: with every parent down, a proxy that knows the
+//! origin goes direct (Squid's default). Each exchange's outcome and latency is fed back to the
+//! policy it came from.
 //!
 //! Requests to a parent use the absolute form (`GET http://origin/path`), which is how a child
 //! asks a parent for another server's resource (RFC 9112 §3.2.2); the parent's connector marks
 //! its connections as proxied so hyper writes that form.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
+use http::header::{HeaderValue, HOST};
+use http::uri::Authority;
 use http::{Request, Response};
-use http_body_util::{Either, Full};
+use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use parking_lot::Mutex;
-use slipstream_http::metrics::Counter;
+use parking_lot::{Mutex, RwLock};
+use slipstream_http::metrics::{Counter, Registry};
+use slipstream_http::Body;
+use slipstream_node::{Clock, Ctx, Fault, Phases};
+use slipstream_select::{Outcome, Select};
 
 /// A request body going upstream: the client's own, or bytes we made (usually empty).
 pub type UpBody = Either<Incoming, Full<Bytes>>;
 
-/// Why an upstream exchange failed. Says whose fault it is and whether another try is safe.
+/// The cause of an upstream failure.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why an upstream exchange failed. The fault is always the upstream's ([`UpstreamError::fault`]);
+/// [`UpstreamError::retry_safe`] says whether another upstream may be tried.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    /// No connection could be made (refused, unreachable, connect timeout). Safe to retry
-    /// elsewhere: nothing was sent.
-    #[error("cannot connect to {upstream}: {message}")]
+    /// No connection could be made (refused, unreachable, connect timeout): nothing was sent.
+    #[error("cannot connect to {upstream}")]
     Connect {
         /// The upstream.
         upstream: String,
         /// What failed.
-        message: String,
+        #[source]
+        source: BoxError,
     },
     /// The upstream did not answer in time (504).
     #[error("{upstream} did not answer within {timeout:?}")]
@@ -44,54 +61,99 @@ pub enum UpstreamError {
         /// The limit.
         timeout: Duration,
     },
-    /// The upstream answered with something that is not valid HTTP, or reset the connection
-    /// (502). Not safe to retry a non-idempotent request.
-    #[error("{upstream} sent an invalid response or closed the connection: {message}")]
+    /// The upstream answered with something that is not valid HTTP, or closed the connection
+    /// (502).
+    #[error("{upstream} sent an invalid response or closed the connection")]
     Protocol {
         /// The upstream.
         upstream: String,
         /// What failed.
-        message: String,
+        #[source]
+        source: BoxError,
     },
+    /// There was no upstream to try (a forward request without a host, no origin).
+    #[error("no upstream to send the request to")]
+    NoUpstream,
 }
 
 impl UpstreamError {
-    /// Whether another upstream may be tried with the same request.
-    pub fn retry_safe(&self) -> bool {
-        matches!(self, UpstreamError::Connect { .. })
+    /// Whose fault it is.
+    pub fn fault(&self) -> Fault {
+        match self {
+            UpstreamError::NoUpstream => Fault::Internal,
+            _ => Fault::Upstream,
+        }
+    }
+
+    /// Whether the same request may be sent to another upstream: always when nothing reached
+    /// this one; otherwise only if the method is idempotent (RFC 9110 §9.2.2), since the
+    /// upstream may have acted on it.
+    pub fn retry_safe(&self, idempotent: bool) -> bool {
+        match self {
+            UpstreamError::Connect { .. } => true,
+            UpstreamError::Timeout { .. } | UpstreamError::Protocol { .. } => idempotent,
+            UpstreamError::NoUpstream => false,
+        }
+    }
+
+    /// The outcome a selection policy learns from this error.
+    fn outcome(&self) -> Outcome {
+        match self {
+            UpstreamError::Connect { .. } => Outcome::ConnectFailed,
+            UpstreamError::Timeout { .. } => Outcome::TimedOut,
+            _ => Outcome::Broken,
+        }
+    }
+
+    /// The whole cause chain, for logs.
+    pub fn chain(&self) -> String {
+        let mut s = self.to_string();
+        let mut cur = std::error::Error::source(self);
+        while let Some(e) = cur {
+            s.push_str(": ");
+            s.push_str(&e.to_string());
+            cur = e.source();
+        }
+        s
     }
 }
 
-struct Parent {
-    authority: http::uri::Authority,
-    client: Client<ParentConnector, UpBody>,
-    /// Skip this parent until then, after a failure.
-    down_until: Mutex<Option<Instant>>,
-    /// Failed exchanges with this parent, including those another parent then answered.
-    failures: Arc<Counter>,
+/// One candidate for an exchange.
+enum Hop {
+    Parent(String),
+    /// Straight to this server; `origin` when it is one of the configured origins.
+    Direct {
+        authority: Authority,
+        origin: bool,
+    },
 }
 
-impl std::fmt::Debug for Parent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Parent")
-            .field("authority", &self.authority)
-            .finish()
-    }
+/// The selection policies, one per kind of upstream.
+#[derive(Debug)]
+pub struct Policies {
+    /// Over the parent proxies.
+    pub parents: Box<dyn Select>,
+    /// Over the origin servers of a reverse proxy.
+    pub origins: Box<dyn Select>,
 }
 
 /// All upstreams of one proxy.
 pub struct Upstreams {
     direct: Client<HttpConnector, UpBody>,
-    parents: Vec<Parent>,
+    connect_timeout: Duration,
+    parents: RwLock<HashMap<String, Client<ParentConnector, UpBody>>>,
+    policies: Mutex<Policies>,
     timeout: Duration,
-    retry_after: Duration,
+    clock: Clock,
+    registry: Arc<Registry>,
+    failures: Mutex<HashMap<String, Arc<Counter>>>,
 }
 
 impl std::fmt::Debug for Upstreams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstreams")
-            .field("parents", &self.parents)
-            .finish()
+            .field("policies", &*self.policies.lock())
+            .finish_non_exhaustive()
     }
 }
 
@@ -113,94 +175,203 @@ where
         .build(c)
 }
 
+fn names(authorities: &[Authority]) -> Vec<String> {
+    authorities.iter().map(|a| a.to_string()).collect()
+}
+
 impl Upstreams {
-    /// Clients for `parents` (in order of preference) and for direct requests; each parent's
-    /// failed exchanges are counted in `failures(parent)`.
+    /// Upstreams for `parents` and `origins` chosen by `policies`; every failed exchange with a
+    /// parent is counted in `registry`.
     pub fn new(
-        parents: &[http::uri::Authority],
+        parents: &[Authority],
+        origins: &[Authority],
+        mut policies: Policies,
         connect_timeout: Duration,
         timeout: Duration,
-        retry_after: Duration,
-        failures: impl Fn(&http::uri::Authority) -> Arc<Counter>,
+        clock: Clock,
+        registry: Arc<Registry>,
     ) -> Upstreams {
-        Upstreams {
+        let now = clock.instant();
+        policies.parents.update(&names(parents), now);
+        policies.origins.update(&names(origins), now);
+        let upstreams = Upstreams {
             direct: client(connector(connect_timeout)),
-            parents: parents
-                .iter()
-                .map(|authority| Parent {
-                    failures: failures(authority),
-                    authority: authority.clone(),
-                    client: client(ParentConnector {
-                        parent: authority.clone(),
-                        inner: connector(connect_timeout),
-                    }),
-                    down_until: Mutex::new(None),
-                })
-                .collect(),
+            connect_timeout,
+            parents: RwLock::new(HashMap::new()),
+            policies: Mutex::new(policies),
             timeout,
-            retry_after,
+            clock,
+            registry,
+            failures: Mutex::new(HashMap::new()),
+        };
+        upstreams.add_parent_clients(parents);
+        upstreams
+    }
+
+    fn add_parent_clients(&self, parents: &[Authority]) {
+        let mut clients = self.parents.write();
+        clients.retain(|name, _| parents.iter().any(|p| p.as_str() == name));
+        for p in parents {
+            clients.entry(p.to_string()).or_insert_with(|| {
+                client(ParentConnector {
+                    parent: p.clone(),
+                    inner: connector(self.connect_timeout),
+                })
+            });
         }
     }
 
-    /// Names of the parents and whether each is up now (for metrics).
-    pub fn parent_states(&self) -> Vec<(String, bool)> {
-        let now = Instant::now();
-        self.parents
-            .iter()
-            .map(|p| {
-                (
-                    p.authority.to_string(),
-                    p.down_until.lock().is_none_or(|t| t <= now),
+    /// Replaces the set of parents at run time; parents that stay keep their connections and
+    /// what their policy learnt.
+    pub fn set_parents(&self, parents: &[Authority]) {
+        self.add_parent_clients(parents);
+        self.policies
+            .lock()
+            .parents
+            .update(&names(parents), self.clock.instant());
+    }
+
+    /// Replaces the set of origin servers at run time.
+    pub fn set_origins(&self, origins: &[Authority]) {
+        self.policies
+            .lock()
+            .origins
+            .update(&names(origins), self.clock.instant());
+    }
+
+    /// Each parent and whether its policy counts it as up (for metrics).
+    pub fn parent_health(&self) -> Vec<(String, bool)> {
+        self.policies.lock().parents.health(self.clock.instant())
+    }
+
+    /// Each origin and whether its policy counts it as up (for metrics).
+    pub fn origin_health(&self) -> Vec<(String, bool)> {
+        self.policies.lock().origins.health(self.clock.instant())
+    }
+
+    fn failures(&self, parent: &str) -> Arc<Counter> {
+        self.failures
+            .lock()
+            .entry(parent.to_owned())
+            .or_insert_with(|| {
+                self.registry.counter(
+                    "slipstream_parent_failures_total",
+                    "Failed exchanges with a parent proxy, including those another upstream then answered.",
+                    &[("parent", parent)],
                 )
             })
-            .collect()
+            .clone()
     }
 
-    /// Sends `parts` with `body` (an absolute URI in `parts.uri`) through the first parent that
-    /// is up, failing over on connect errors when the request can be repeated; without parents,
-    /// straight to the target.
+    /// The candidates for one request, in the order to try them.
+    fn plan(&self, ctx: &mut Ctx, phases: &Phases, parts: &http::request::Parts) -> Vec<Hop> {
+        let mut hops = Vec::new();
+        if !phases.is_empty() {
+            if let Some(authority) = phases.upstream_peer(ctx, parts) {
+                hops.push(Hop::Direct {
+                    authority,
+                    origin: false,
+                });
+            }
+        }
+        let now = self.clock.instant();
+        let (parents, origins) = {
+            let mut p = self.policies.lock();
+            (p.parents.order(now), p.origins.order(now))
+        };
+        hops.extend(parents.into_iter().map(Hop::Parent));
+        if origins.is_empty() {
+            if let Some(authority) = parts.uri.authority() {
+                hops.push(Hop::Direct {
+                    authority: authority.clone(),
+                    origin: false,
+                });
+            }
+        } else {
+            hops.extend(origins.iter().filter_map(|o| {
+                Some(Hop::Direct {
+                    authority: o.parse().ok()?,
+                    origin: true,
+                })
+            }));
+        }
+        hops
+    }
+
+    /// Sends `parts` with `body` (an absolute URI in `parts.uri`) to the first candidate that
+    /// answers, failing over while the request can be repeated ([`UpstreamError::retry_safe`]).
+    /// A phase may supply the response instead ([`Phases::upstream_fetch`]).
     pub async fn send(
         &self,
+        ctx: &mut Ctx,
+        phases: &Phases,
         parts: http::request::Parts,
         body: Option<Incoming>,
-    ) -> Result<Response<Incoming>, UpstreamError> {
-        if self.parents.is_empty() {
-            let req = Request::from_parts(parts, up_body(body));
-            let target = req
-                .uri()
-                .authority()
-                .map_or_else(String::new, |a| a.to_string());
-            return self.exchange(&self.direct, req, &target).await;
+    ) -> Result<Response<Body>, UpstreamError> {
+        if !phases.is_empty() {
+            if let Some(response) = phases.upstream_fetch(ctx, &parts).await {
+                ctx.upstream = Some("phase".into());
+                return Ok(response);
+            }
         }
-        let now = Instant::now();
-        // Parents that are up first, in order; then the ones marked down, in case all are.
-        let (mut order, down): (Vec<usize>, Vec<usize>) = (0..self.parents.len())
-            .partition(|i| self.parents[*i].down_until.lock().is_none_or(|t| t <= now));
-        order.extend(down);
+        let idempotent = parts.method.is_idempotent();
         let repeatable = body.is_none();
         let mut body = body;
         let mut last = None;
-        for i in order {
-            let parent = &self.parents[i];
-            let req = Request::from_parts(parts.clone(), up_body(body.take()));
-            match self
-                .exchange(&parent.client, req, parent.authority.as_ref())
-                .await
+        for hop in self.plan(ctx, phases, &parts) {
+            let started = self.clock.instant();
+            let (name, result) = match &hop {
+                Hop::Parent(name) => {
+                    let Some(client) = self.parents.read().get(name).cloned() else {
+                        continue;
+                    };
+                    let req = Request::from_parts(parts.clone(), up_body(body.take()));
+                    (name.clone(), self.exchange(&client, req, name).await)
+                }
+                Hop::Direct { authority, .. } => {
+                    let mut p = parts.clone();
+                    if p.uri.authority() != Some(authority) {
+                        let mut uri = p.uri.into_parts();
+                        uri.authority = Some(authority.clone());
+                        p.uri = http::Uri::from_parts(uri).unwrap_or_default();
+                        if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
+                            p.headers.insert(HOST, v);
+                        }
+                    }
+                    let req = Request::from_parts(p, up_body(body.take()));
+                    let name = authority.to_string();
+                    let result = self.exchange(&self.direct, req, &name).await;
+                    (name, result)
+                }
+            };
+            let outcome = match &result {
+                Ok(_) => Outcome::Answered {
+                    latency: self.clock.instant().saturating_duration_since(started),
+                },
+                Err(e) => e.outcome(),
+            };
+            let now = self.clock.instant();
             {
+                let mut policies = self.policies.lock();
+                match &hop {
+                    Hop::Parent(_) => policies.parents.record(&name, outcome, now),
+                    Hop::Direct { origin: true, .. } => {
+                        policies.origins.record(&name, outcome, now);
+                    }
+                    Hop::Direct { .. } => {}
+                }
+            }
+            match result {
                 Ok(response) => {
-                    *parent.down_until.lock() = None;
-                    return Ok(response);
+                    ctx.upstream = Some(name);
+                    return Ok(response.map(|b| Body::stream(b.map_err(std::io::Error::other))));
                 }
                 Err(e) => {
-                    parent.failures.inc();
-                    tracing::warn!(parent = %parent.authority, error = %e, "parent failed");
-                    if matches!(
-                        e,
-                        UpstreamError::Connect { .. } | UpstreamError::Timeout { .. }
-                    ) {
-                        *parent.down_until.lock() = Some(Instant::now() + self.retry_after);
+                    if matches!(hop, Hop::Parent(_)) {
+                        self.failures(&name).inc();
                     }
-                    let go_on = repeatable && e.retry_safe();
+                    tracing::warn!(upstream = %name, error = %e.chain(), "upstream failed");
+                    let go_on = repeatable && e.retry_safe(idempotent);
                     last = Some(e);
                     if !go_on {
                         break;
@@ -208,10 +379,7 @@ impl Upstreams {
                 }
             }
         }
-        Err(last.unwrap_or_else(|| UpstreamError::Connect {
-            upstream: "parents".into(),
-            message: "no parent configured".into(),
-        }))
+        Err(last.unwrap_or(UpstreamError::NoUpstream))
     }
 
     async fn exchange<C>(
@@ -231,11 +399,11 @@ impl Upstreams {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Connect {
                 upstream: upstream.to_owned(),
-                message: error_chain(&e),
+                source: Box::new(e),
             }),
             Ok(Err(e)) => Err(UpstreamError::Protocol {
                 upstream: upstream.to_owned(),
-                message: error_chain(&e),
+                source: Box::new(e),
             }),
         }
     }
@@ -251,17 +419,6 @@ fn up_body(body: Option<Incoming>) -> UpBody {
         Some(b) => Either::Left(b),
         None => Either::Right(Full::new(Bytes::new())),
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(inner) = cur {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        cur = inner.source();
-    }
-    s
 }
 
 /// Connects every request to one parent proxy, and says the connection is proxied.

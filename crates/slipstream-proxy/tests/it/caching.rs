@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::support::{get, proxy, reverse, send, Origin, Reply};
+use crate::support::{get, proxy, reverse, send, wait_for_metric, Origin, Reply};
 
 #[tokio::test]
 async fn rfc9111_s3_fresh_response_is_stored_and_reused_with_age() {
@@ -328,17 +328,20 @@ async fn rfc9111_s4_head_and_ranges_are_answered_from_the_stored_get() {
     assert_eq!(origin.hits("/file"), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn request_collapsing_makes_one_upstream_request() {
     let origin = Origin::default();
     origin.set(
         "/slow",
-        Reply::ok("slow", &[("cache-control", "max-age=600")]).delay(Duration::from_millis(300)),
+        Reply::ok("slow", &[("cache-control", "max-age=600")]).held(),
     );
     let p = proxy(reverse("edge", origin.start().await)).await;
     let clients: Vec<_> = (0..20)
         .map(|_| tokio::spawn(async move { get(p, "/slow", &[]).await }))
         .collect();
+    // The origin holds its answer until the other 19 requests wait for the first one's fetch.
+    wait_for_metric(p, "slipstream_collapsed_waiting", |n| n == 19.0).await;
+    origin.release();
     let mut collapsed = 0;
     for c in clients {
         let got = c.await.expect("client");
@@ -350,7 +353,29 @@ async fn request_collapsing_makes_one_upstream_request() {
         1,
         "20 concurrent misses, one upstream request"
     );
-    assert!(collapsed >= 1);
+    assert_eq!(collapsed, 19);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stored_response_expires_when_its_max_age_has_passed() {
+    let origin = Origin::default();
+    origin.set(
+        "/short",
+        Reply::ok("v1", &[("cache-control", "max-age=60")]),
+    );
+    let p = proxy(reverse("edge", origin.start().await)).await;
+    get(p, "/short", &[]).await;
+    tokio::time::advance(Duration::from_secs(59)).await;
+    assert!(get(p, "/short", &[]).await.cache_status().contains("hit"));
+    assert_eq!(origin.hits("/short"), 1);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let expired = get(p, "/short", &[]).await;
+    assert!(
+        expired.cache_status().contains("fwd=stale"),
+        "{}",
+        expired.cache_status()
+    );
+    assert_eq!(origin.hits("/short"), 2);
 }
 
 #[tokio::test]

@@ -1,7 +1,5 @@
 //! Broken upstreams: the proxy answers 502/504 clearly, keeps serving others, stores nothing.
 
-use std::time::Duration;
-
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{get, proxy, reverse, Origin, Reply};
@@ -64,7 +62,7 @@ async fn truncated_upstream_body_is_a_502_and_not_stored() {
     assert_eq!(get(p, "/t", &[]).await.status, 502);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn connection_refused_is_a_502_and_a_slow_upstream_a_504() {
     let dead = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -77,10 +75,7 @@ async fn connection_refused_is_a_502_and_a_slow_upstream_a_504() {
     assert!(String::from_utf8_lossy(&got.body).contains("cannot connect"));
 
     let origin = Origin::default();
-    origin.set(
-        "/slow",
-        Reply::ok("late", &[]).delay(Duration::from_secs(5)),
-    );
+    origin.set("/slow", Reply::ok("late", &[]).held());
     origin.set("/fast", Reply::ok("ok", &[]));
     let mut config = reverse("edge", origin.start().await);
     config.upstream_timeout_ms = 200;

@@ -21,10 +21,10 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
-    /// Delay before answering (a slow origin, for collapsing and timeouts).
-    pub delay: Duration,
     /// Answer `Range: bytes=N-` with a 206 (otherwise ranges are ignored, as many origins do).
     pub ranges: bool,
+    /// Hold the answer until the test calls [`Origin::release`].
+    pub held: bool,
 }
 
 impl Reply {
@@ -36,8 +36,8 @@ impl Reply {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             body: Bytes::from(body.to_owned()),
-            delay: Duration::ZERO,
             ranges: false,
+            held: false,
         }
     }
 
@@ -51,8 +51,9 @@ impl Reply {
         self
     }
 
-    pub fn delay(mut self, d: Duration) -> Reply {
-        self.delay = d;
+    /// Held until [`Origin::release`].
+    pub fn held(mut self) -> Reply {
+        self.held = true;
         self
     }
 }
@@ -67,13 +68,26 @@ pub struct Seen {
 }
 
 /// An origin whose answers the test sets, and that records what it was asked.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Origin {
     routes: Arc<Mutex<HashMap<String, Reply>>>,
     /// For If-None-Match revalidation: path → ETag that earns a 304.
     etags: Arc<Mutex<HashMap<String, String>>>,
     seen: Arc<Mutex<Vec<Seen>>>,
     pub arrived: Arc<Notify>,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Origin {
+    fn default() -> Self {
+        Origin {
+            routes: Arc::default(),
+            etags: Arc::default(),
+            seen: Arc::default(),
+            arrived: Arc::default(),
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+        }
+    }
 }
 
 impl Origin {
@@ -84,6 +98,12 @@ impl Origin {
     /// Answer 304 to a request for `path` carrying If-None-Match: `etag`.
     pub fn validates(&self, path: &str, etag: &str) {
         self.etags.lock().insert(path.to_owned(), etag.to_owned());
+    }
+
+    /// Lets every held reply go, now and from now on.
+    pub fn release(&self) {
+        self.gate
+            .add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
     }
 
     pub fn hits(&self, path: &str) -> usize {
@@ -112,8 +132,8 @@ impl Origin {
             *r.status_mut() = StatusCode::NOT_FOUND;
             return r;
         };
-        if !reply.delay.is_zero() {
-            tokio::time::sleep(reply.delay).await;
+        if reply.held {
+            let _ = self.gate.acquire().await;
         }
         let etag = self.etags.lock().get(&path).cloned();
         let inm = req
@@ -169,22 +189,52 @@ impl Origin {
     }
 }
 
-/// Starts a proxy with `config` (listen address is set to an ephemeral port).
+/// Starts a proxy with `config` (listen address is set to an ephemeral port) on tokio's clock,
+/// so a test on a paused clock moves the proxy's time too.
 pub async fn proxy(mut config: Config) -> SocketAddr {
     config.listen = "127.0.0.1:0".parse().expect("addr");
-    slipstream_proxy::spawn(config.validate().expect("valid config"))
+    let settings = config.validate().expect("valid config");
+    let listen = settings.listen();
+    let proxy = slipstream_proxy::Proxy::builder(settings)
+        .clock(slipstream_node::Clock::runtime())
+        .build();
+    slipstream_node::Node::new(proxy)
+        .spawn(&listen)
         .await
         .expect("proxy starts")
+        .addr
 }
 
 /// A reverse proxy named `name` for `origin`.
 pub fn reverse(name: &str, origin: SocketAddr) -> Config {
     Config {
-        origin: Some(format!("http://{origin}")),
+        origin: vec![format!("http://{origin}")],
         name: name.into(),
         purge_token: Some("secret".into()),
         ..Config::default()
     }
+}
+
+/// The value of the metric line that starts with `name` on the proxy's metrics page.
+pub async fn metric(proxy: SocketAddr, name: &str) -> f64 {
+    let page = get(proxy, "/_slipstream/metrics", &[]).await;
+    String::from_utf8_lossy(&page.body)
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no metric {name}"))
+}
+
+/// Polls the metric `name` until `until` holds for its value (for at most 100 polls).
+pub async fn wait_for_metric(proxy: SocketAddr, name: &str, until: impl Fn(f64) -> bool) {
+    for _ in 0..100 {
+        if until(metric(proxy, name).await) {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("metric {name} never reached the expected value");
 }
 
 /// A response as the client saw it.

@@ -1,162 +1,50 @@
-//! The request path: routing, the cache, collapsed fetches, forwarding and invalidation.
+//! GET and HEAD through the cache: lookup, freshness (RFC 9111 §4.2), collapsed fetches,
+//! storing, validation (§4.3), stale-while-revalidate and stale-if-error (RFC 5861).
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use bytes::Bytes;
-use http::header::{
-    HeaderValue, HOST, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE,
-    RANGE,
-};
-use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
-use http_body::Body as _;
-use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use http::{HeaderMap, Method, Response, StatusCode};
 use slipstream_http::{rfc9111, Body};
+use slipstream_node::phase::CacheOutcome;
+use slipstream_node::respond::text;
+use slipstream_node::Ctx;
 
 use crate::collapse::{self, Join, Outcome};
+use crate::collect::{collect, content_length, Collected};
+use crate::forward::{finish_forwarded, forward, passthrough, upstream_error};
 use crate::headers::{self, Status};
 use crate::store::{self, Stored};
 use crate::upstream::UpstreamError;
-use crate::{control, partial, respond, text, Inner, CONTROL_PREFIX};
-
-pub(crate) async fn handle(inner: &Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
-    let name = inner.settings.name.as_str();
-    let absolute = absolute_form(inner, &req);
-    if !absolute {
-        if let Some(what) = req
-            .uri()
-            .path()
-            .strip_prefix(CONTROL_PREFIX)
-            .map(str::to_owned)
-        {
-            return control::handle(inner, &what, req).await;
-        }
-    }
-    if req.method().as_str() == "PURGE" {
-        return control::purge_method(inner, &req, absolute);
-    }
-    if headers::looped(req.headers(), name) {
-        return text(
-            StatusCode::LOOP_DETECTED,
-            &format!("loop detected: this request already passed through {name}"),
-        );
-    }
-    if req.method() == Method::CONNECT {
-        return crate::tunnel::connect(inner, req).await;
-    }
-    let target = match target(inner, req.uri(), absolute) {
-        Ok(t) => t,
-        Err(response) => return *response,
-    };
-    let (mut parts, body) = req.into_parts();
-    parts.uri = target;
-    // A body known to be empty, or on GET/HEAD (where content has no meaning, RFC 9110 §9.3.1),
-    // is not forwarded, so the request stays repeatable for fail-over between parents.
-    let body =
-        (!(body.is_end_stream() || parts.method == Method::GET || parts.method == Method::HEAD))
-            .then_some(body);
-    let cacheable =
-        inner.store.is_some() && (parts.method == Method::GET || parts.method == Method::HEAD);
-    let mut response = if cacheable {
-        cached(inner, parts).await
-    } else {
-        forward(inner, parts, body).await
-    };
-    headers::add_via(response.headers_mut(), name);
-    response
-}
-
-/// Whether a request names another server (a forward-proxy request). In HTTP/1.1 that is the
-/// absolute form (RFC 9112 §3.2.2). Every HTTP/2 request carries `:scheme` and `:authority`
-/// (RFC 9113 §8.3.1), so there it means: this proxy has no origin of its own.
-fn absolute_form<B>(inner: &Inner, req: &Request<B>) -> bool {
-    match req.version() {
-        http::Version::HTTP_2 | http::Version::HTTP_3 => inner.settings.origin.is_none(),
-        _ => req.uri().scheme().is_some(),
-    }
-}
-
-/// The absolute URI a request is for; `Err` holds the refusal to send.
-fn target(inner: &Inner, uri: &Uri, absolute: bool) -> Result<Uri, Box<Response<Body>>> {
-    if absolute {
-        if !inner.settings.forward {
-            return Err(Box::new(text(
-                StatusCode::FORBIDDEN,
-                "this is a reverse proxy: absolute-form requests are not forwarded",
-            )));
-        }
-        if uri.scheme_str() != Some("http") {
-            return Err(Box::new(text(
-                StatusCode::BAD_REQUEST,
-                "only http:// targets can be proxied",
-            )));
-        }
-        return Ok(uri.clone());
-    }
-    let Some(origin) = &inner.settings.origin else {
-        return Err(Box::new(text(
-            StatusCode::BAD_REQUEST,
-            "this is a forward proxy: send requests in absolute form (http://host/path)",
-        )));
-    };
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    format!("http://{origin}{path}")
-        .parse()
-        .map_err(|_| Box::new(text(StatusCode::BAD_REQUEST, "malformed request target")))
-}
-
-/// The request as it goes upstream: hop-by-hop fields removed, Via added, Host set to the target.
-pub(crate) fn upstream_parts(inner: &Inner, parts: &http::request::Parts) -> http::request::Parts {
-    let mut up = Request::new(());
-    *up.method_mut() = parts.method.clone();
-    *up.uri_mut() = parts.uri.clone();
-    let (mut up, ()) = up.into_parts();
-    up.headers = parts.headers.clone();
-    headers::strip_hop_by_hop(&mut up.headers);
-    headers::add_via(&mut up.headers, &inner.settings.name);
-    if let Some(authority) = parts.uri.authority() {
-        if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
-            up.headers.insert(HOST, v);
-        }
-    }
-    up
-}
-
-/// The request as it goes upstream for a full response to store: without the client's
-/// preconditions and ranges, which this proxy answers itself from the stored response.
-pub(crate) fn plain_upstream_parts(
-    inner: &Inner,
-    parts: &http::request::Parts,
-) -> http::request::Parts {
-    let mut up = upstream_parts(inner, parts);
-    for name in [
-        IF_NONE_MATCH,
-        IF_MODIFIED_SINCE,
-        IF_MATCH,
-        IF_UNMODIFIED_SINCE,
-        IF_RANGE,
-        RANGE,
-    ] {
-        up.headers.remove(name);
-    }
-    up
-}
+use crate::{partial, respond, Inner};
 
 /// A GET or HEAD through the cache.
-async fn cached(inner: &Arc<Inner>, parts: http::request::Parts) -> Response<Body> {
+pub(crate) async fn cached(
+    inner: &Arc<Inner>,
+    ctx: &mut Ctx,
+    parts: http::request::Parts,
+) -> Response<Body> {
     let Some(store) = &inner.store else {
-        return forward(inner, parts, None).await;
+        return forward(inner, ctx, parts, None).await;
     };
     let key = parts.uri.to_string();
-    let now = SystemTime::now();
+    let now = inner.clock.now();
     let mut status = Status::default();
     let found = store.find(&key, &parts.headers);
     if matches!(found, store::Found::VaryMiss) {
         status.fwd = Some("vary-miss");
     }
     if let store::Found::Variant(stored) = found {
-        match stored.policy.evaluate(&parts, now) {
+        let reuse = stored.policy.evaluate(&parts, now);
+        if !inner.phases.is_empty() {
+            let outcome = match reuse {
+                rfc9111::Reuse::Fresh => CacheOutcome::Hit,
+                rfc9111::Reuse::Mismatch => CacheOutcome::Miss,
+                _ => CacheOutcome::Stale,
+            };
+            inner.phases.cache_lookup(ctx, &key, outcome);
+        }
+        match reuse {
             rfc9111::Reuse::Fresh => {
                 if stored.complete() {
                     inner.metrics.hit(stored.body.len());
@@ -176,7 +64,8 @@ async fn cached(inner: &Arc<Inner>, parts: http::request::Parts) -> Response<Bod
                     inner.metrics.hit(stored.body.len());
                 }
                 let (inner2, parts2, stored2) = (inner.clone(), parts.clone(), stored.clone());
-                tokio::spawn(async move { revalidate(&inner2, &parts2, &stored2).await });
+                let peer = ctx.peer;
+                tokio::spawn(async move { revalidate(&inner2, peer, &parts2, &stored2).await });
                 return served(
                     inner,
                     &stored,
@@ -189,10 +78,12 @@ async fn cached(inner: &Arc<Inner>, parts: http::request::Parts) -> Response<Bod
                 );
             }
             rfc9111::Reuse::Validate(conditional) => {
-                return validate(inner, &parts, &stored, conditional).await;
+                return validate(inner, ctx, &parts, &stored, conditional).await;
             }
             rfc9111::Reuse::Mismatch => status.fwd = Some("vary-miss"),
         }
+    } else if !inner.phases.is_empty() {
+        inner.phases.cache_lookup(ctx, &key, CacheOutcome::Miss);
     }
     if rfc9111::only_if_cached(&parts.headers) {
         // RFC 9111 §5.2.1.7.
@@ -204,11 +95,11 @@ async fn cached(inner: &Arc<Inner>, parts: http::request::Parts) -> Response<Bod
     status.fwd.get_or_insert("uri-miss");
     if parts.method == Method::HEAD {
         // A HEAD response has no body to store; a later GET fills the cache.
-        return forward(inner, parts, None).await;
+        return forward(inner, ctx, parts, None).await;
     }
     match inner.collapser.join(&key) {
         Join::Leader(leader) => {
-            let (response, stored) = fetch(inner, &parts, &key, status).await;
+            let (response, stored) = fetch(inner, ctx, &parts, &key, status).await;
             leader.finish(stored.map_or(Outcome::Alone, Outcome::Stored));
             response
         }
@@ -229,9 +120,9 @@ async fn cached(inner: &Arc<Inner>, parts: http::request::Parts) -> Response<Bod
                     },
                 )
             }
-            _ => fetch(inner, &parts, &key, status).await.0,
+            _ => fetch(inner, ctx, &parts, &key, status).await.0,
         },
-        Join::Overflow => fetch(inner, &parts, &key, status).await.0,
+        Join::Overflow => fetch(inner, ctx, &parts, &key, status).await.0,
     }
 }
 
@@ -242,7 +133,7 @@ fn served(
     parts: &http::request::Parts,
     mut status: Status,
 ) -> Response<Body> {
-    let now = SystemTime::now();
+    let now = inner.clock.now();
     if status.hit {
         status.ttl = Some(stored.policy.time_to_live(now).as_secs() as i64);
     }
@@ -260,19 +151,23 @@ fn served(
 /// be stored), stores it if allowed, and answers the client. Returns the stored response too.
 async fn fetch(
     inner: &Arc<Inner>,
+    ctx: &mut Ctx,
     parts: &http::request::Parts,
     key: &str,
     mut status: Status,
 ) -> (Response<Body>, Option<Arc<Stored>>) {
-    let up = plain_upstream_parts(inner, parts);
+    let up = headers::plain_upstream_parts(&inner.settings.name, parts);
     let sent = up.clone();
-    let response = match inner.upstreams.send(up, None).await {
+    let response = match inner.upstreams.send(ctx, &inner.phases, up, None).await {
         Ok(response) => response,
         Err(e) => return (upstream_error(inner, &e), None),
     };
     status.fwd_status = Some(response.status().as_u16());
-    let (res_parts, body) = response.into_parts();
-    let now = SystemTime::now();
+    let (mut res_parts, body) = response.into_parts();
+    if !inner.phases.is_empty() {
+        inner.phases.upstream_response_filter(ctx, &mut res_parts);
+    }
+    let now = inner.clock.now();
     let policy = policy_for(inner, &sent, &res_parts, now);
     let length = content_length(&res_parts.headers);
     let fits =
@@ -380,6 +275,7 @@ fn policy_for(
 /// RFC 9111 §4.3: a conditional request for a stored response that must be validated.
 async fn validate(
     inner: &Arc<Inner>,
+    ctx: &mut Ctx,
     parts: &http::request::Parts,
     stored: &Arc<Stored>,
     conditional: HeaderMap,
@@ -388,7 +284,7 @@ async fn validate(
         fwd: Some("stale"),
         ..Status::default()
     };
-    match send_conditional(inner, parts, stored, conditional).await {
+    match send_conditional(inner, ctx, parts, stored, conditional).await {
         Ok(Revalidated::Same(fresh)) => {
             inner.metrics.revalidated();
             served(
@@ -402,9 +298,9 @@ async fn validate(
             )
         }
         Ok(Revalidated::Changed(response)) => response,
-        Err(e) if stored.policy.stale_if_error(parts, SystemTime::now()) => {
+        Err(e) if stored.policy.stale_if_error(parts, inner.clock.now()) => {
             // RFC 5861 §4.
-            tracing::debug!(error = %e, "serving stale on error");
+            tracing::debug!(error = %e.chain(), "serving stale on error");
             if stored.complete() {
                 inner.metrics.hit(stored.body.len());
             }
@@ -432,22 +328,28 @@ enum Revalidated {
 
 async fn send_conditional(
     inner: &Arc<Inner>,
+    ctx: &mut Ctx,
     parts: &http::request::Parts,
     stored: &Arc<Stored>,
     conditional: HeaderMap,
 ) -> Result<Revalidated, UpstreamError> {
-    let mut up = plain_upstream_parts(inner, parts);
+    let mut up = headers::plain_upstream_parts(&inner.settings.name, parts);
     up.method = Method::GET;
     for (name, value) in &conditional {
         up.headers.insert(name.clone(), value.clone());
     }
     let sent = up.clone();
-    let response = inner.upstreams.send(up, None).await?;
-    if response.status().is_server_error() && stored.policy.stale_if_error(parts, SystemTime::now())
+    let mut response = inner.upstreams.send(ctx, &inner.phases, up, None).await?;
+    if !inner.phases.is_empty() {
+        let (mut res_parts, body) = response.into_parts();
+        inner.phases.upstream_response_filter(ctx, &mut res_parts);
+        response = Response::from_parts(res_parts, body);
+    }
+    if response.status().is_server_error() && stored.policy.stale_if_error(parts, inner.clock.now())
     {
         return Err(UpstreamError::Protocol {
-            upstream: "upstream".into(),
-            message: format!("status {}", response.status()),
+            upstream: ctx.upstream.clone().unwrap_or_else(|| "upstream".into()),
+            source: format!("answered {}", response.status()).into(),
         });
     }
     let key = parts.uri.to_string();
@@ -460,7 +362,7 @@ async fn send_conditional(
             &sent,
             &res_parts,
             &stored.headers,
-            SystemTime::now(),
+            inner.clock.now(),
             &inner.rules,
         );
         let fresh = Stored {
@@ -486,7 +388,7 @@ async fn replace(
     inner: &Arc<Inner>,
     parts: &http::request::Parts,
     sent: &http::request::Parts,
-    response: Response<Incoming>,
+    response: Response<Body>,
     key: &str,
 ) -> Result<Response<Body>, UpstreamError> {
     let (res_parts, body) = response.into_parts();
@@ -495,7 +397,7 @@ async fn replace(
         fwd_status: Some(res_parts.status.as_u16()),
         ..Status::default()
     };
-    let policy = policy_for(inner, sent, &res_parts, SystemTime::now());
+    let policy = policy_for(inner, sent, &res_parts, inner.clock.now());
     let vary_key = rfc9111::vary_key(&res_parts.headers, &parts.headers);
     let (Some(policy), Some(vary_key)) = (policy, vary_key) else {
         if let Some(store) = &inner.store {
@@ -546,147 +448,20 @@ async fn replace(
 }
 
 /// Background revalidation for stale-while-revalidate (RFC 5861 §3), collapsed per key.
-async fn revalidate(inner: &Arc<Inner>, parts: &http::request::Parts, stored: &Arc<Stored>) {
+async fn revalidate(
+    inner: &Arc<Inner>,
+    peer: std::net::SocketAddr,
+    parts: &http::request::Parts,
+    stored: &Arc<Stored>,
+) {
     let key = format!("revalidate {}", parts.uri);
     let Join::Leader(leader) = inner.collapser.join(&key) else {
         return;
     };
     let conditional = stored.policy.conditional_headers();
-    if let Err(e) = send_conditional(inner, parts, stored, conditional).await {
-        tracing::debug!(error = %e, "background revalidation failed");
+    let mut ctx = Ctx::new(peer, inner.clock.instant());
+    if let Err(e) = send_conditional(inner, &mut ctx, parts, stored, conditional).await {
+        tracing::debug!(error = %e.chain(), "background revalidation failed");
     }
     leader.finish(Outcome::Alone);
-}
-
-/// Any other method: forwarded with its body; a success invalidates the target (RFC 9111 §4.4).
-async fn forward(
-    inner: &Inner,
-    parts: http::request::Parts,
-    body: Option<Incoming>,
-) -> Response<Body> {
-    let up = upstream_parts(inner, &parts);
-    let method = parts.method.clone();
-    let target = parts.uri.clone();
-    let response = match inner.upstreams.send(up, body).await {
-        Ok(response) => response,
-        Err(e) => return upstream_error(inner, &e),
-    };
-    if let Some(store) = &inner.store {
-        for uri in rfc9111::invalidated(&method, response.status(), &target, response.headers()) {
-            store.remove(&uri.to_string());
-        }
-    }
-    let status = Status {
-        fwd: Some(if method == Method::GET || method == Method::HEAD {
-            "uri-miss"
-        } else {
-            "request"
-        }),
-        fwd_status: Some(response.status().as_u16()),
-        ..Status::default()
-    };
-    let (res_parts, body) = response.into_parts();
-    inner.metrics.miss(0);
-    passthrough(inner, res_parts, body, status)
-}
-
-/// An upstream response streamed to the client unchanged but for hop-by-hop fields.
-fn passthrough(
-    inner: &Inner,
-    parts: http::response::Parts,
-    body: Incoming,
-    status: Status,
-) -> Response<Body> {
-    let body = body.map_err(std::io::Error::other);
-    let mut response = Response::from_parts(parts, Body::stream(body));
-    finish_forwarded(inner, &mut response, status);
-    response
-}
-
-pub(crate) fn finish_forwarded(inner: &Inner, response: &mut Response<Body>, status: Status) {
-    headers::strip_hop_by_hop(response.headers_mut());
-    status.apply(response.headers_mut(), &inner.settings.name);
-}
-
-/// A body read for storing.
-enum Collected {
-    /// The whole body, within the limit.
-    Whole(Bytes),
-    /// Larger than the limit: what was read, and the rest still to come.
-    Over(Bytes, Incoming),
-}
-
-impl Collected {
-    /// The body for a client that gets it without storing: the bytes read, then the rest.
-    fn into_body(self) -> Body {
-        match self {
-            Collected::Whole(bytes) => Body::full(bytes),
-            Collected::Over(head, rest) => {
-                use futures_util::{StreamExt, TryStreamExt};
-                let rest = rest.into_data_stream().map_err(std::io::Error::other);
-                let stream = futures_util::stream::iter([Ok(head)]).chain(rest);
-                Body::stream(http_body_util::StreamBody::new(
-                    stream.map_ok(hyper::body::Frame::data),
-                ))
-            }
-        }
-    }
-}
-
-/// Reads a body for storing, up to `limit` bytes; a chunk slower than `timeout` fails.
-async fn collect(
-    mut body: Incoming,
-    limit: u64,
-    timeout: std::time::Duration,
-) -> Result<Collected, UpstreamError> {
-    let mut out = Vec::new();
-    loop {
-        let frame = match tokio::time::timeout(timeout, body.frame()).await {
-            Err(_) => {
-                return Err(UpstreamError::Timeout {
-                    upstream: "upstream body".into(),
-                    timeout,
-                })
-            }
-            Ok(None) => break,
-            Ok(Some(Err(e))) => {
-                return Err(UpstreamError::Protocol {
-                    upstream: "upstream body".into(),
-                    message: e.to_string(),
-                })
-            }
-            Ok(Some(Ok(frame))) => frame,
-        };
-        if let Ok(data) = frame.into_data() {
-            out.extend_from_slice(&data);
-            if out.len() as u64 > limit {
-                return Ok(Collected::Over(Bytes::from(out), body));
-            }
-        }
-    }
-    Ok(Collected::Whole(Bytes::from(out)))
-}
-
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// 502 or 504 with a message saying which upstream failed and how.
-fn upstream_error(inner: &Inner, e: &UpstreamError) -> Response<Body> {
-    inner.metrics.upstream_error(e);
-    let status = match e {
-        UpstreamError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-        _ => StatusCode::BAD_GATEWAY,
-    };
-    let mut r = text(status, &e.to_string());
-    Status {
-        fwd: Some("uri-miss"),
-        detail: Some("upstream-error"),
-        ..Status::default()
-    }
-    .apply(r.headers_mut(), &inner.settings.name);
-    r
 }

@@ -1,0 +1,73 @@
+//! Reading an upstream body for storing, within a size bound and a per-chunk deadline.
+
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+use http::HeaderMap;
+use http_body_util::BodyExt;
+use slipstream_http::Body;
+
+use crate::upstream::UpstreamError;
+
+/// A body read for storing.
+pub(crate) enum Collected {
+    /// The whole body, within the limit.
+    Whole(Bytes),
+    /// Larger than the limit: what was read, and the rest still to come.
+    Over(Bytes, Body),
+}
+
+impl Collected {
+    /// The body for a client that gets it without storing: the bytes read, then the rest.
+    pub(crate) fn into_body(self) -> Body {
+        match self {
+            Collected::Whole(bytes) => Body::full(bytes),
+            Collected::Over(head, rest) => {
+                let stream = futures_util::stream::iter([Ok(head)]).chain(rest.into_data_stream());
+                Body::stream(http_body_util::StreamBody::new(
+                    stream.map_ok(hyper::body::Frame::data),
+                ))
+            }
+        }
+    }
+}
+
+/// Reads a body for storing, up to `limit` bytes; a chunk slower than `timeout` fails.
+pub(crate) async fn collect(
+    mut body: Body,
+    limit: u64,
+    timeout: std::time::Duration,
+) -> Result<Collected, UpstreamError> {
+    let mut out = Vec::new();
+    loop {
+        let frame = match tokio::time::timeout(timeout, body.frame()).await {
+            Err(_) => {
+                return Err(UpstreamError::Timeout {
+                    upstream: "upstream body".into(),
+                    timeout,
+                })
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(UpstreamError::Protocol {
+                    upstream: "upstream body".into(),
+                    source: Box::new(e),
+                })
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        if let Ok(data) = frame.into_data() {
+            out.extend_from_slice(&data);
+            if out.len() as u64 > limit {
+                return Ok(Collected::Over(Bytes::from(out), body));
+            }
+        }
+    }
+    Ok(Collected::Whole(Bytes::from(out)))
+}
+
+pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}

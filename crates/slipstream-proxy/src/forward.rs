@@ -1,0 +1,83 @@
+//! Requests the cache does not keep: forwarded with their body; a success invalidates what the
+//! method changes (RFC 9111 §4.4). Also the answers for failed upstream exchanges.
+
+use http::{Method, Response, StatusCode};
+use hyper::body::Incoming;
+use slipstream_http::{rfc9111, Body};
+use slipstream_node::respond::text;
+use slipstream_node::Ctx;
+
+use crate::headers::{self, Status};
+use crate::upstream::UpstreamError;
+use crate::Inner;
+
+/// Any method but a cached GET or HEAD: forwarded with its body.
+pub(crate) async fn forward(
+    inner: &Inner,
+    ctx: &mut Ctx,
+    parts: http::request::Parts,
+    body: Option<Incoming>,
+) -> Response<Body> {
+    let up = headers::upstream_parts(&inner.settings.name, &parts);
+    let method = parts.method.clone();
+    let target = parts.uri.clone();
+    let response = match inner.upstreams.send(ctx, &inner.phases, up, body).await {
+        Ok(response) => response,
+        Err(e) => return upstream_error(inner, &e),
+    };
+    if let Some(store) = &inner.store {
+        for uri in rfc9111::invalidated(&method, response.status(), &target, response.headers()) {
+            store.remove(&uri.to_string());
+        }
+    }
+    let status = Status {
+        fwd: Some(if method == Method::GET || method == Method::HEAD {
+            "uri-miss"
+        } else {
+            "request"
+        }),
+        fwd_status: Some(response.status().as_u16()),
+        ..Status::default()
+    };
+    let (mut res_parts, body) = response.into_parts();
+    if !inner.phases.is_empty() {
+        inner.phases.upstream_response_filter(ctx, &mut res_parts);
+    }
+    inner.metrics.miss(0);
+    passthrough(inner, res_parts, body, status)
+}
+
+/// An upstream response streamed to the client unchanged but for hop-by-hop fields.
+pub(crate) fn passthrough(
+    inner: &Inner,
+    parts: http::response::Parts,
+    body: Body,
+    status: Status,
+) -> Response<Body> {
+    let mut response = Response::from_parts(parts, body);
+    finish_forwarded(inner, &mut response, status);
+    response
+}
+
+pub(crate) fn finish_forwarded(inner: &Inner, response: &mut Response<Body>, status: Status) {
+    headers::strip_hop_by_hop(response.headers_mut());
+    status.apply(response.headers_mut(), &inner.settings.name);
+}
+
+/// 502 or 504 naming the failure; the cause chain goes to the log.
+pub(crate) fn upstream_error(inner: &Inner, e: &UpstreamError) -> Response<Body> {
+    inner.metrics.upstream_error(e);
+    tracing::warn!(error = %e.chain(), "answering with an upstream error");
+    let status = match e {
+        UpstreamError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    let mut r = text(status, &e.to_string());
+    Status {
+        fwd: Some("uri-miss"),
+        detail: Some("upstream-error"),
+        ..Status::default()
+    }
+    .apply(r.headers_mut(), &inner.settings.name);
+    r
+}

@@ -1,5 +1,5 @@
 //! Paper 003's Figure 1 chain and the workload format of the ns-2 reference model
-//! (`../shared/reference/ns2/proxyhier.tcl`), so that both engines run identical transfers and
+//! (`tests/it/ns2/proxyhier.tcl` in this crate), so that both engines run identical transfers and
 //! their outputs can be compared line by line.
 //!
 //! Workload lines: `id start_s src size_bytes`, with `src` 1 = child proxy, 2 = parent proxy,

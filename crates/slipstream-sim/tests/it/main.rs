@@ -1,5 +1,5 @@
 //! Cross-validation against Debian's ns2 running the reference model of paper 003's hierarchy
-//! (`../shared/reference/ns2/proxyhier.tcl`): both engines run the same workload file.
+//! (`tests/it/ns2/proxyhier.tcl`, our own copy): both engines run the same workload file.
 //!
 //! Uncongested scenarios must agree transfer by transfer to within the 1 µs the reference
 //! prints (plus rounding): the same TCP rules over the same links give the same times.
@@ -13,8 +13,7 @@ use slipstream_sim::{compare, export, output};
 use slipstream_sim::{Era, LinkSpec, Network, NodeId, TcpConfig, Transfer};
 
 fn reference_model() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/reference/ns2/proxyhier.tcl");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/ns2/proxyhier.tcl");
     assert!(
         path.exists(),
         "the ns2 reference model is missing at {}",

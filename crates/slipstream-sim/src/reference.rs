@@ -12,6 +12,15 @@ use crate::net::{LinkSpec, Network, NodeId, Run, Transfer};
 use crate::tcp::TcpConfig;
 use crate::time::{from_secs_f64, to_secs_f64, Nanos, MILLI, SECOND};
 
+/// The source name of a job's `src`: 1 = `child`, 2 = `parent`, anything else `origin`.
+pub fn source_name(src: u8) -> &'static str {
+    match src {
+        1 => "child",
+        2 => "parent",
+        _ => "origin",
+    }
+}
+
 /// The chain client – child – parent – origin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chain {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use slipstream_bench::chart;
+use slipstream_lab::chart;
 use slipstream_cache::{sim, Config, Policy};
 
 #[derive(Debug, clap::Args)]

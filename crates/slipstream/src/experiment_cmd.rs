@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use slipstream_bench::chart::{self, Axes, Series};
+use slipstream_lab::chart::{self, Axes, Series};
 use slipstream_cache::{sim, Config, Policy};
 use slipstream_workload::table1::{self, FileSet, FileSetParams, Mix};
 use slipstream_workload::Request;

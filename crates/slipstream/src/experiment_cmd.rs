@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     ))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            chart::bar_chart(&b.out, &b.title, &b.y_label, &bars)
+            Ok(chart::bar_chart(&b.out, &b.title, &b.y_label, &bars)?)
         }
     }
 }

@@ -236,7 +236,7 @@ fn latency_plot(
         y_label: "transfer latency (s)".into(),
         log_x: true,
     };
-    chart::scatter_loglog(path, &axes, &series)
+    Ok(chart::scatter_loglog(path, &axes, &series)?)
 }
 
 fn design(d: Design) -> anyhow::Result<()> {
@@ -389,7 +389,7 @@ fn draw_latency(
         y_label: "transfer latency (s)".into(),
         log_x: true,
     };
-    chart::scatter_loglog(path, &axes, &series)
+    Ok(chart::scatter_loglog(path, &axes, &series)?)
 }
 
 fn replay(r: Replay) -> anyhow::Result<()> {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Backs docs/experiments/003-network-impacts.md's ns2 columns. Runs slipstream's simulator and
 # Debian's ns2 on the same transfers -- ns2 runs the script `slipstream sim --export-ns2` writes
-# for each scenario, plus the reference model ../shared/reference/ns2/proxyhier.tcl -- compares
+# for each scenario, plus the reference model crates/slipstream-sim/tests/it/ns2/proxyhier.tcl -- compares
 # every pair with `slipstream sim compare` (ns2 as A, slipstream as B), and prints, teeing the
 # output to docs/experiments/003/ns2-compare.txt:
 #   1. Tables 3 and 5 (seed 1, 40 req/s, 5,000 transfers): per-source mean latency of ns2 and
@@ -22,7 +22,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v ns >/dev/null || { echo "ns2's 'ns' is not on PATH: apt-get install ns2" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "needs python3" >&2; exit 1; }
-REF=${REF:-../shared/reference/ns2/proxyhier.tcl}
+# REF=path runs another copy of the reference model (e.g. one in ../shared/reference/ns2/).
+REF=${REF:-crates/slipstream-sim/tests/it/ns2/proxyhier.tcl}
 [ -f "$REF" ] || { echo "reference model not found at $REF (set REF=...)" >&2; exit 1; }
 REF=$(realpath "$REF")
 B=${SLIPSTREAM:-target/release/slipstream}

@@ -1,4 +1,4 @@
-//! A WebStone-like HTTP load generator and a small SVG chart helper.
+//! A WebStone-like HTTP load generator.
 //!
 //! The generator ([`run`]) drives a [`Plan`] against one origin: a closed loop of
 //! clients that each own a keep-alive connection, or an open loop of arrivals at a
@@ -11,7 +11,6 @@
 //! Connections are plain `hyper` 1.x client connections over TCP with
 //! `TCP_NODELAY`: HTTP/1.1, or h2c with prior knowledge when [`Plan::http2`] is set.
 
-pub mod chart;
 mod conn;
 mod recorder;
 mod report;

@@ -21,16 +21,20 @@ pub struct Config {
     pub cache: CacheConfig,
     /// A cached file is checked against the file system (size and modification time) when its
     /// entry is older than this, so a changed file is never served stale for longer.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub revalidate_ms: u64,
     /// PEM certificate chain; with `tls_key`, serve HTTPS (HTTP/2 and HTTP/1.1 by ALPN).
     pub tls_cert: Option<PathBuf>,
     /// PEM private key for `tls_cert`.
     pub tls_key: Option<PathBuf>,
     /// Largest request head in bytes.
+    #[serde(deserialize_with = "slipstream_units::de::bytes_usize")]
     pub max_header_bytes: usize,
     /// Time a client has to send a request head, in milliseconds.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub header_read_timeout_ms: u64,
     /// A connection making no progress for this long is closed, in milliseconds.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub idle_timeout_ms: u64,
     /// Connections served at once.
     pub max_connections: usize,
@@ -48,11 +52,13 @@ pub struct CacheConfig {
     /// Whether to cache at all (off serves every request from the file system).
     pub enabled: bool,
     /// Bytes of file data and headers the cache may hold.
+    #[serde(deserialize_with = "slipstream_units::de::bytes")]
     pub capacity_bytes: u64,
     /// Policy name: `adaptive` (paper 002), `total`, `small`, `lru`, `sieve`, or LEVEL+ALGORITHM.
     pub policy: String,
     /// The paper's MAX_FILE_SIZE: larger files keep only this many bytes (adaptive) or none
     /// (small). Default: a quarter of the capacity, as in paper 002 §5.2.
+    #[serde(default, deserialize_with = "slipstream_units::de::opt_bytes")]
     pub max_file_size_bytes: Option<u64>,
     /// Flush the free list of evicted buffers every this many requests (002 §4.2.3.4); 0 = off.
     pub free_list_flush_every: u64,
@@ -138,6 +144,17 @@ pub struct Settings {
     pub workers: usize,
     /// Cache-Control sent with every file.
     pub cache_control: Option<http::HeaderValue>,
+}
+
+impl Settings {
+    /// Where and how the server listens.
+    pub fn listen(&self) -> slipstream_node::bootstrap::Listen {
+        slipstream_node::bootstrap::Listen {
+            addr: self.listen,
+            tls: self.tls.clone(),
+            limits: self.limits,
+        }
+    }
 }
 
 impl Config {

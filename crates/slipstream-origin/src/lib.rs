@@ -6,6 +6,11 @@
 //! from the file (002 §4.2.2); a miss resolves the file, offers it to the cache (the admission
 //! rule may refuse), and serves it. A cached file is re-checked against the file system once its
 //! entry is older than the revalidation interval, so a change is never served stale for longer.
+//!
+//! The server runs on the node layer (`slipstream_node`): its control endpoints are registered
+//! on the node's router, and phases registered with [`Builder::phase`] see every request
+//! (request filter, response and body filters, logging); a page whose body a phase filters is
+//! sent without its precomputed `Content-Length`.
 
 pub mod config;
 pub mod entry;
@@ -18,19 +23,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE, LOCATION};
+use http::header::{HeaderValue, ALLOW, CONTENT_TYPE, LOCATION};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use parking_lot::Mutex;
 use slipstream_cache::{Access, Cache};
 use slipstream_http::Body;
+use slipstream_node::{Clock, Ctx, Phase, Phases, Router};
 
 pub use config::{Config, ConfigError, Settings};
 use entry::Entry;
 use resolve::Refusal;
-
-/// The control endpoints' prefix, shared by every slipstream node.
-pub const CONTROL_PREFIX: &str = "/_slipstream/";
 
 /// The file cache, shared by every connection.
 pub(crate) type SharedCache = Arc<Mutex<Cache<String, Arc<Entry>>>>;
@@ -42,18 +45,59 @@ pub struct Origin {
     cache: Option<SharedCache>,
     started: Instant,
     metrics: metrics::Metrics,
+    phases: Phases,
+    clock: Clock,
 }
 
-impl Origin {
-    /// A server for validated settings.
-    pub fn new(settings: Settings) -> Origin {
+/// Builds an [`Origin`] with phases and a clock.
+#[derive(Debug)]
+pub struct Builder {
+    settings: Settings,
+    phases: Phases,
+    clock: Clock,
+}
+
+impl Builder {
+    /// Registers a phase, after those already registered.
+    pub fn phase(mut self, phase: impl Phase) -> Builder {
+        self.phases.push(Arc::new(phase));
+        self
+    }
+
+    /// The clock request paths read (the system's by default).
+    pub fn clock(mut self, clock: Clock) -> Builder {
+        self.clock = clock;
+        self
+    }
+
+    /// The server.
+    pub fn build(self) -> Origin {
+        let settings = self.settings;
         let cache = settings.cache.map(|c| Arc::new(Mutex::new(Cache::new(c))));
         let metrics = metrics::Metrics::new(cache.clone());
         Origin {
             settings,
             cache,
-            started: Instant::now(),
+            started: self.clock.instant(),
             metrics,
+            phases: self.phases,
+            clock: self.clock,
+        }
+    }
+}
+
+impl Origin {
+    /// A server for validated settings, with nothing registered.
+    pub fn new(settings: Settings) -> Origin {
+        Origin::builder(settings).build()
+    }
+
+    /// A builder for a server with phases or a clock of its own.
+    pub fn builder(settings: Settings) -> Builder {
+        Builder {
+            settings,
+            phases: Phases::default(),
+            clock: Clock::System,
         }
     }
 
@@ -63,14 +107,14 @@ impl Origin {
     }
 
     fn now_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        self.clock
+            .instant()
+            .saturating_duration_since(self.started)
+            .as_millis() as u64
     }
 
     async fn handle(&self, req: &Request<Incoming>) -> Response<Body> {
         let path = req.uri().path();
-        if let Some(control) = path.strip_prefix(CONTROL_PREFIX) {
-            return self.control(control, req.method());
-        }
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut r = text(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -231,48 +275,34 @@ impl Origin {
             .insert(key.to_owned(), object_bytes, entry.clone());
         Ok(entry)
     }
-
-    fn control(&self, what: &str, method: &Method) -> Response<Body> {
-        if method != Method::GET && method != Method::HEAD {
-            let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-            r.headers_mut()
-                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-            return r;
-        }
-        let (body, content_type): (Bytes, &'static str) =
-            match what {
-                "metrics" => (
-                    self.metrics.render().into(),
-                    "text/plain; version=0.0.4; charset=utf-8",
-                ),
-                "status" | "status/" => (
-                    Bytes::from_static(slipstream_http::status::PAGE.as_bytes()),
-                    "text/html; charset=utf-8",
-                ),
-                _ => return text(
-                    StatusCode::NOT_FOUND,
-                    "no such control endpoint: try /_slipstream/status or /_slipstream/metrics\n",
-                ),
-            };
-        let mut r = Response::new(if method == Method::HEAD {
-            Body::empty()
-        } else {
-            Body::full(body)
-        });
-        r.headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-        r.headers_mut()
-            .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        r
-    }
 }
 
-impl slipstream_http::listen::Handler for Origin {
-    async fn call(&self, req: Request<Incoming>, _peer: SocketAddr) -> Response<Body> {
-        let start = Instant::now();
-        let response = self.handle(&req).await;
-        self.metrics.response(response.status(), start.elapsed());
+impl slipstream_node::Service for Origin {
+    async fn call(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        let start = self.clock.instant();
+        let response = if self.phases.is_empty() {
+            self.handle(&req).await
+        } else {
+            let mut ctx = Ctx::new(peer, start);
+            let (mut parts, body) = req.into_parts();
+            match self.phases.request_filter(&mut ctx, &mut parts).await {
+                Some(response) => self.phases.respond(&mut ctx, response),
+                None => {
+                    let req = Request::from_parts(parts, body);
+                    let response = self.handle(&req).await;
+                    self.phases.respond(&mut ctx, response)
+                }
+            }
+        };
+        self.metrics.response(
+            response.status(),
+            self.clock.instant().saturating_duration_since(start),
+        );
         response
+    }
+
+    fn register(&self, router: &mut Router) {
+        slipstream_node::router::register_observability(router, self.metrics.registry.clone());
     }
 }
 

@@ -12,7 +12,7 @@ use crate::SharedCache;
 
 #[derive(Debug)]
 pub(crate) struct Metrics {
-    registry: Registry,
+    pub(crate) registry: Arc<Registry>,
     responses: Responses,
     complete_hits: Arc<Counter>,
     incomplete_hits: Arc<Counter>,
@@ -23,7 +23,7 @@ pub(crate) struct Metrics {
 
 impl Metrics {
     pub(crate) fn new(cache: Option<SharedCache>) -> Metrics {
-        let r = Registry::default();
+        let r = Arc::new(Registry::default());
         let responses = Responses::register(&r);
         let outcome = |o: &str| {
             r.counter(
@@ -119,9 +119,5 @@ impl Metrics {
 
     pub(crate) fn response(&self, status: StatusCode, elapsed: Duration) {
         self.responses.observe(status, elapsed);
-    }
-
-    pub(crate) fn render(&self) -> String {
-        self.registry.render()
     }
 }

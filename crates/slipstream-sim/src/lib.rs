@@ -8,11 +8,9 @@
 //! ([`tcp`]) is a pair of pure state machines that the network engine ([`net`]) drives.
 
 pub mod compare;
-pub mod design;
 pub mod export;
 pub mod hits;
 pub mod net;
-pub mod output;
 pub mod reference;
 pub mod scenario;
 pub mod tcp;

@@ -1,5 +1,5 @@
 //! Paper 003's Figure 1 chain and the workload format of the ns-2 reference model
-//! (`../shared/reference/ns2/proxyhier.tcl`), so that both engines run identical transfers and
+//! (`tests/it/ns2/proxyhier.tcl` in this crate), so that both engines run identical transfers and
 //! their outputs can be compared line by line.
 //!
 //! Workload lines: `id start_s src size_bytes`, with `src` 1 = child proxy, 2 = parent proxy,
@@ -11,6 +11,15 @@ use std::fmt::Write as _;
 use crate::net::{LinkSpec, Network, NodeId, Run, Transfer};
 use crate::tcp::TcpConfig;
 use crate::time::{from_secs_f64, to_secs_f64, Nanos, MILLI, SECOND};
+
+/// The source name of a job's `src`: 1 = `child`, 2 = `parent`, anything else `origin`.
+pub fn source_name(src: u8) -> &'static str {
+    match src {
+        1 => "child",
+        2 => "parent",
+        _ => "origin",
+    }
+}
 
 /// The chain client – child – parent – origin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use slipstream_bench::chart;
 use slipstream_cache::{sim, Config, Policy};
+use slipstream_lab::chart;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -82,7 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let mut child = slipstream_proxy::Config {
             listen: args.listen,
             name: "child".into(),
-            origin: Some(format!("http://{}", origin.addr)),
+            origin: vec![format!("http://{}", origin.addr)],
             parents: parents.iter().map(|p| format!("http://{p}")).collect(),
             ..Default::default()
         };

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use slipstream_bench::chart::{self, Axes, Series};
 use slipstream_cache::{sim, Config, Policy};
+use slipstream_lab::chart::{self, Axes, Series};
 use slipstream_workload::table1::{self, FileSet, FileSetParams, Mix};
 use slipstream_workload::Request;
 
@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     ))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            chart::bar_chart(&b.out, &b.title, &b.y_label, &bars)
+            Ok(chart::bar_chart(&b.out, &b.title, &b.y_label, &bars)?)
         }
     }
 }

@@ -1,20 +1,23 @@
 //! `slipstream proxy`.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::Context;
-use slipstream_proxy::Config;
+use slipstream_node::config::{self, ConfigFile, Override, Overrides};
+use slipstream_node::Node;
+use slipstream_proxy::{Config, Proxy};
 
-/// Flags override the config file.
+/// Flags override the config file: each named flag sets one field of `[proxy]`, and `--set`
+/// sets any field.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Address to listen on [default: 127.0.0.1:3128].
     #[arg(long)]
     pub listen: Option<SocketAddr>,
-    /// Reverse proxy for this origin, e.g. http://127.0.0.1:8080. Without it: a forward proxy.
-    #[arg(long)]
-    pub origin: Option<String>,
+    /// Reverse proxy for this origin, e.g. http://127.0.0.1:8080; repeat for several servers
+    /// of one site (the first that is up answers). Without it: a forward proxy.
+    #[arg(long = "origin")]
+    pub origins: Vec<String>,
     /// Also accept forward-proxy (absolute-form) requests when --origin is set.
     #[arg(long)]
     pub forward: bool,
@@ -24,7 +27,7 @@ pub struct Args {
     /// This node's name in Via and Cache-Status.
     #[arg(long)]
     pub name: Option<String>,
-    /// TOML config file with a `[proxy]` table; these flags override a subset of its fields.
+    /// The node's TOML config file; `proxy` reads its `[proxy]` table and ignores the others.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Cache size, e.g. 256MiB.
@@ -51,90 +54,78 @@ pub struct Args {
     /// PEM private key for --tls-cert.
     #[arg(long)]
     pub tls_key: Option<PathBuf>,
+    /// Set any field of the config, e.g. `--set proxy.cache.policy=sieve` or
+    /// `--set proxy.upstream_timeout_ms=5s` (repeatable; applied after the named flags).
+    #[arg(long = "set", value_name = "TABLE.FIELD=VALUE", value_parser = config::parse_override)]
+    pub set: Vec<Override>,
 }
 
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct NodeFile {
-    proxy: Config,
+fn list(v: &[String]) -> Option<Vec<String>> {
+    (!v.is_empty()).then(|| v.to_vec())
 }
 
-fn load(path: &Path) -> anyhow::Result<Config> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config {}", path.display()))?;
-    let file: NodeFile =
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok(file.proxy)
+fn int(n: impl TryInto<i64>) -> Option<i64> {
+    n.try_into().ok()
+}
+
+fn path(p: &std::path::Path) -> String {
+    p.display().to_string()
 }
 
 impl Args {
+    /// The flags as overrides of the `[proxy]` table.
+    fn overrides(&self) -> Overrides {
+        let mut o = Overrides::default();
+        o.set_opt("proxy.listen", self.listen.map(|a| a.to_string()))
+            .set_opt("proxy.origin", list(&self.origins))
+            .set_opt("proxy.forward", self.forward.then_some(true))
+            .set_opt("proxy.parents", list(&self.parents))
+            .set_opt("proxy.name", self.name.clone())
+            .set_opt("proxy.cache.capacity_bytes", self.cache_size.and_then(int))
+            .set_opt(
+                "proxy.cache.max_object_bytes",
+                self.max_object_size.and_then(int),
+            )
+            .set_opt(
+                "proxy.cache.min_object_bytes",
+                self.min_object_size.and_then(int),
+            )
+            .set_opt("proxy.cache.enabled", self.no_cache.then_some(false))
+            .set_opt("proxy.purge_token", self.purge_token.clone())
+            .set_opt("proxy.workers", self.workers.and_then(int))
+            .set_opt("proxy.tls_cert", self.tls_cert.as_deref().map(path))
+            .set_opt("proxy.tls_key", self.tls_key.as_deref().map(path))
+            .extend(self.set.iter().cloned());
+        o
+    }
+
     fn config(&self) -> anyhow::Result<Config> {
-        let mut c = match &self.config {
-            Some(path) => load(path)?,
-            None => Config::default(),
-        };
-        if let Some(v) = self.listen {
-            c.listen = v;
-        }
-        if self.origin.is_some() {
-            c.origin = self.origin.clone();
-        }
-        c.forward |= self.forward;
-        if !self.parents.is_empty() {
-            c.parents = self.parents.clone();
-        }
-        if let Some(v) = &self.name {
-            c.name = v.clone();
-        }
-        if let Some(v) = self.cache_size {
-            c.cache.capacity_bytes = v;
-        }
-        if let Some(v) = self.max_object_size {
-            c.cache.max_object_bytes = v;
-        }
-        if let Some(v) = self.min_object_size {
-            c.cache.min_object_bytes = v;
-        }
-        if self.no_cache {
-            c.cache.enabled = false;
-        }
-        if self.purge_token.is_some() {
-            c.purge_token = self.purge_token.clone();
-        }
-        if let Some(v) = self.workers {
-            c.workers = v;
-        }
-        if self.tls_cert.is_some() {
-            c.tls_cert = self.tls_cert.clone();
-        }
-        if self.tls_key.is_some() {
-            c.tls_key = self.tls_key.clone();
-        }
-        Ok(c)
+        let file = ConfigFile::load_opt(self.config.as_deref())?;
+        Ok(file.section("proxy", &self.overrides())?)
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let settings = args.config()?.validate()?;
     crate::serve::runtime(settings.workers)?.block_on(async move {
-        let addr = start(settings).await?;
-        crate::serve::shutdown_signal().await?;
-        let _ = addr;
-        Ok(())
+        start(settings).await?;
+        crate::serve::shutdown_signal().await
     })
 }
 
 /// Binds and starts the proxy in the background of the current runtime; prints its address.
 pub async fn start(settings: slipstream_proxy::Settings) -> anyhow::Result<SocketAddr> {
-    let (name, origin, parents) = (
+    let (name, origins, parents) = (
         settings.name.clone(),
-        settings.origin.clone(),
+        settings.origins.clone(),
         settings.parents.clone(),
     );
     let addr = spawn(settings).await?;
-    let mode = match &origin {
-        Some(origin) => format!("reverse proxy for http://{origin}"),
-        None => "forward proxy".to_owned(),
+    let mode = if origins.is_empty() {
+        "forward proxy".to_owned()
+    } else {
+        let origins: Vec<String> = origins.iter().map(|o| format!("http://{o}")).collect();
+        format!("reverse proxy for {}", origins.join(", "))
     };
     let parents: Vec<String> = parents.iter().map(|p| format!("http://{p}")).collect();
     println!(
@@ -145,10 +136,16 @@ pub async fn start(settings: slipstream_proxy::Settings) -> anyhow::Result<Socke
             format!(" via {}", parents.join(", "))
         }
     );
+    println!("status: http://{addr}/_slipstream/status");
     Ok(addr)
 }
 
 /// Binds and starts the proxy in the background of the current runtime, silently.
 pub async fn spawn(settings: slipstream_proxy::Settings) -> anyhow::Result<SocketAddr> {
-    Ok(slipstream_proxy::spawn(settings).await?)
+    let listen = settings.listen();
+    let bound = Node::new(Proxy::new(settings))
+        .spawn(&listen)
+        .await
+        .map_err(anyhow::Error::from)?;
+    Ok(bound.addr)
 }

@@ -1,13 +1,16 @@
 //! `slipstream serve DIR`.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
 use anyhow::Context;
+use slipstream_node::bootstrap::{self, Bound};
+use slipstream_node::config::{self, ConfigFile, Override, Overrides};
+use slipstream_node::Node;
 use slipstream_origin::{Config, Origin, Settings};
 
-/// Flags override the config file.
+/// Flags override the config file: each named flag sets one field of `[serve]`, and `--set`
+/// sets any field.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Directory to serve.
@@ -15,7 +18,7 @@ pub struct Args {
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long)]
     pub listen: Option<SocketAddr>,
-    /// TOML config file with a `[serve]` table; these flags override a subset of its fields.
+    /// The node's TOML config file; `serve` reads its `[serve]` table and ignores the others.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Memory cache size, e.g. 64MiB [default: 64MiB].
@@ -46,76 +49,61 @@ pub struct Args {
     /// Cache-Control to send with every file, e.g. "max-age=60".
     #[arg(long)]
     pub cache_control: Option<String>,
+    /// Set any field of the config, e.g. `--set serve.cache.policy=lru` or
+    /// `--set serve.idle_timeout_ms=30s` (repeatable; applied after the named flags).
+    #[arg(long = "set", value_name = "TABLE.FIELD=VALUE", value_parser = config::parse_override)]
+    pub set: Vec<Override>,
 }
 
-/// A node's config file.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct NodeFile {
-    serve: Config,
+fn path(p: &std::path::Path) -> String {
+    p.display().to_string()
 }
 
-/// Reads a config file; errors name the file, line and field.
-fn load(path: &Path) -> anyhow::Result<Config> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config {}", path.display()))?;
-    let file: NodeFile =
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok(file.serve)
+fn int(n: impl TryInto<i64>) -> Option<i64> {
+    n.try_into().ok()
 }
 
 impl Args {
-    /// The config file (or defaults) with flags applied.
+    /// The flags as overrides of the `[serve]` table.
+    fn overrides(&self) -> Overrides {
+        let mut o = Overrides::default();
+        o.set_opt("serve.root", self.dir.as_deref().map(path))
+            .set_opt("serve.listen", self.listen.map(|a| a.to_string()))
+            .set_opt("serve.cache.capacity_bytes", self.cache_size.and_then(int))
+            .set_opt("serve.cache.policy", self.policy.clone())
+            .set_opt(
+                "serve.cache.max_file_size_bytes",
+                self.max_file_size.and_then(int),
+            )
+            .set_opt("serve.cache.enabled", self.no_cache.then_some(false))
+            .set_opt(
+                "serve.revalidate_ms",
+                self.revalidate.and_then(|d| int(d.as_millis())),
+            )
+            .set_opt("serve.tls_cert", self.tls_cert.as_deref().map(path))
+            .set_opt("serve.tls_key", self.tls_key.as_deref().map(path))
+            .set_opt("serve.workers", self.workers.and_then(int))
+            .set_opt("serve.cache_control", self.cache_control.clone())
+            .extend(self.set.iter().cloned());
+        o
+    }
+
+    /// The config file (or defaults) with the flags applied.
     pub fn config(&self) -> anyhow::Result<Config> {
-        let mut c = match &self.config {
-            Some(path) => load(path)?,
-            None => Config::default(),
-        };
-        if let Some(dir) = &self.dir {
-            c.root = Some(dir.clone());
-        }
-        if let Some(listen) = self.listen {
-            c.listen = listen;
-        }
-        if let Some(size) = self.cache_size {
-            c.cache.capacity_bytes = size;
-        }
-        if let Some(p) = &self.policy {
-            c.cache.policy = p.clone();
-        }
-        if self.max_file_size.is_some() {
-            c.cache.max_file_size_bytes = self.max_file_size;
-        }
-        if self.no_cache {
-            c.cache.enabled = false;
-        }
-        if let Some(d) = self.revalidate {
-            c.revalidate_ms = d.as_millis() as u64;
-        }
-        if self.tls_cert.is_some() {
-            c.tls_cert = self.tls_cert.clone();
-        }
-        if self.tls_key.is_some() {
-            c.tls_key = self.tls_key.clone();
-        }
-        if let Some(w) = self.workers {
-            c.workers = w;
-        }
-        if self.cache_control.is_some() {
-            c.cache_control = self.cache_control.clone();
-        }
-        Ok(c)
+        let file = ConfigFile::load_opt(self.config.as_deref())?;
+        Ok(file.section("serve", &self.overrides())?)
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let settings = args.config()?.validate()?;
     runtime(settings.workers)?.block_on(async move {
+        let root = settings.root.clone();
         let server = start(settings).await?;
-        let scheme = if server.tls { "https" } else { "http" };
+        let scheme = server.scheme();
         println!(
             "slipstream serve: {} on {scheme}://{}/",
-            server.root.display(),
+            root.display(),
             server.addr
         );
         println!("status: {scheme}://{}/_slipstream/status", server.addr);
@@ -123,62 +111,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })
 }
 
-/// A tokio runtime with `workers` threads (0 = one per core). One worker gets the
-/// current-thread scheduler, which skips work-stealing bookkeeping that a single core cannot use.
+/// A tokio runtime with `workers` threads (0 = one per core).
 pub fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
-    let mut b = match workers {
-        1 => tokio::runtime::Builder::new_current_thread(),
-        n => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            if n > 0 {
-                b.worker_threads(n);
-            }
-            b
-        }
-    };
-    b.enable_all().build().context("starting the async runtime")
-}
-
-/// A running server.
-pub struct Running {
-    pub addr: SocketAddr,
-    pub root: PathBuf,
-    pub tls: bool,
+    bootstrap::runtime(workers).context("starting the async runtime")
 }
 
 /// Binds and starts serving in the background of the current runtime.
-pub async fn start(settings: Settings) -> anyhow::Result<Running> {
-    let listener = tokio::net::TcpListener::bind(settings.listen)
+pub async fn start(settings: Settings) -> anyhow::Result<Bound> {
+    let listen = settings.listen();
+    Node::new(Origin::new(settings))
+        .spawn(&listen)
         .await
-        .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    let addr = listener.local_addr()?;
-    let tls = match &settings.tls {
-        Some((cert, key)) => Some(slipstream_http::listen::tls_acceptor(cert, key)?),
-        None => None,
-    };
-    let running = Running {
-        addr,
-        root: settings.root.clone(),
-        tls: tls.is_some(),
-    };
-    let limits = settings.limits;
-    let origin = Arc::new(Origin::new(settings));
-    tokio::spawn(slipstream_http::listen::serve(
-        listener,
-        tls,
-        limits,
-        origin,
-        std::future::pending(),
-    ));
-    Ok(running)
+        .map_err(anyhow::Error::from)
 }
 
 /// Completes on Ctrl-C (SIGINT) or SIGTERM, the signal service managers send.
 pub async fn shutdown_signal() -> anyhow::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C"),
-        _ = term.recv() => Ok(()),
-    }
+    bootstrap::shutdown_signal()
+        .await
+        .context("waiting for a shutdown signal")
 }

@@ -130,7 +130,7 @@ fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
             .transfers()
             .into_iter()
             .zip(&plan.jobs)
-            .map(|(t, j)| (t, slipstream_sim::output::source_name(j.src)))
+            .map(|(t, j)| (t, reference::source_name(j.src)))
             .collect();
         let text = slipstream_sim::export::ns2_script(&slipstream_sim::export::Export {
             name: &plan.name,
@@ -165,7 +165,7 @@ fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
         std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     let (csv, summary) =
-        slipstream_sim::output::summarise(&plan.name, &plan.jobs, &run, wall, plan.achieved);
+        slipstream_lab::output::summarise(&plan.name, &plan.jobs, &run, wall, plan.achieved);
     println!(
         "{:<8} {:>6} {:>10} {:>10} {:>10} {:>10}",
         "source", "n", "mean s", "median s", "p90 s", "max s"
@@ -195,7 +195,7 @@ fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
         summary.completed, summary.transfers, summary.drops, summary.events
     );
     if let Some(dir) = out {
-        slipstream_sim::output::write(dir, &csv, &summary)
+        slipstream_lab::output::write(dir, &csv, &summary)
             .with_context(|| format!("cannot write results under {}", dir.display()))?;
         eprintln!("wrote {}/transfers.csv and summary.json", dir.display());
         if plot {
@@ -212,7 +212,7 @@ fn latency_plot(
     plan: &slipstream_sim::scenario::Plan,
     run: &slipstream_sim::net::Run,
 ) -> anyhow::Result<()> {
-    use slipstream_bench::chart::{self, Axes, Series};
+    use slipstream_lab::chart::{self, Axes, Series};
     let src_of: std::collections::HashMap<u64, u8> =
         plan.jobs.iter().map(|j| (j.id, j.src)).collect();
     let mut series: Vec<Series> = ["Child Proxy", "Parent Proxy", "Web Server"]
@@ -236,11 +236,11 @@ fn latency_plot(
         y_label: "transfer latency (s)".into(),
         log_x: true,
     };
-    chart::scatter_loglog(path, &axes, &series)
+    Ok(chart::scatter_loglog(path, &axes, &series)?)
 }
 
 fn design(d: Design) -> anyhow::Result<()> {
-    use slipstream_sim::design;
+    use slipstream_lab::design;
     let runs = design::expand(&d.design)?;
     let threads = d
         .threads
@@ -296,8 +296,8 @@ fn design(d: Design) -> anyhow::Result<()> {
 fn main_effects(
     out: &std::path::Path,
     results: &[(
-        slipstream_sim::design::RunSpec,
-        slipstream_sim::output::Summary,
+        slipstream_lab::design::RunSpec,
+        slipstream_lab::output::Summary,
     )],
 ) -> anyhow::Result<usize> {
     let Some((first, _)) = results.first() else {
@@ -329,7 +329,7 @@ fn main_effects(
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
             .collect();
-        slipstream_bench::chart::bar_chart(
+        slipstream_lab::chart::bar_chart(
             &out.join(format!("main-effect-{file}.svg")),
             &format!("Mean transfer latency by {factor} (averaged over the other factors)"),
             "mean latency (s)",
@@ -368,7 +368,7 @@ fn draw_latency(
     name: &str,
     series: Vec<(String, Vec<(f64, f64)>)>,
 ) -> anyhow::Result<()> {
-    use slipstream_bench::chart::{self, Axes, Series};
+    use slipstream_lab::chart::{self, Axes, Series};
     let label = |s: &str| match s {
         "child" => "Child Proxy".to_owned(),
         "parent" => "Parent Proxy".to_owned(),
@@ -389,7 +389,7 @@ fn draw_latency(
         y_label: "transfer latency (s)".into(),
         log_x: true,
     };
-    chart::scatter_loglog(path, &axes, &series)
+    Ok(chart::scatter_loglog(path, &axes, &series)?)
 }
 
 fn replay(r: Replay) -> anyhow::Result<()> {

@@ -1,5 +1,5 @@
 //! Cross-validation against Debian's ns2 running the reference model of paper 003's hierarchy
-//! (`../shared/reference/ns2/proxyhier.tcl`): both engines run the same workload file.
+//! (`tests/it/ns2/proxyhier.tcl`, our own copy): both engines run the same workload file.
 //!
 //! Uncongested scenarios must agree transfer by transfer to within the 1 µs the reference
 //! prints (plus rounding): the same TCP rules over the same links give the same times.
@@ -9,12 +9,12 @@ use std::process::Command;
 
 use slipstream_sim::reference::{self, Chain};
 use slipstream_sim::scenario::{Plan, Scenario};
-use slipstream_sim::{compare, export, output};
+use slipstream_sim::time::to_secs_f64;
+use slipstream_sim::{compare, export};
 use slipstream_sim::{Era, LinkSpec, Network, NodeId, TcpConfig, Transfer};
 
 fn reference_model() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/reference/ns2/proxyhier.tcl");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/ns2/proxyhier.tcl");
     assert!(
         path.exists(),
         "the ns2 reference model is missing at {}",
@@ -168,7 +168,7 @@ fn scenario_both(toml_text: &str) -> (Vec<compare::Row>, Vec<compare::Row>, Plan
         .transfers()
         .into_iter()
         .zip(&plan.jobs)
-        .map(|(t, j)| (t, output::source_name(j.src)))
+        .map(|(t, j)| (t, reference::source_name(j.src)))
         .collect();
     let script = export::ns2_script(&export::Export {
         name: "test",
@@ -179,8 +179,17 @@ fn scenario_both(toml_text: &str) -> (Vec<compare::Row>, Vec<compare::Row>, Plan
         grace: reference::GRACE,
     });
     let run = plan.run(None);
-    let (csv, _) = output::summarise("test", &plan.jobs, &run, 0.0, None);
-    let ours = compare::parse(&csv, "ours.csv").expect("our csv");
+    let source: std::collections::HashMap<u64, u8> =
+        plan.jobs.iter().map(|j| (j.id, j.src)).collect();
+    let ours = run
+        .results
+        .iter()
+        .map(|r| compare::Row {
+            id: r.transfer.id,
+            source: reference::source_name(source[&r.transfer.id]).to_owned(),
+            latency_s: to_secs_f64(r.received - r.transfer.start),
+        })
+        .collect();
     (run_exported(&script), ours, plan)
 }
 

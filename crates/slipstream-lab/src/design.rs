@@ -15,10 +15,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+
+use rayon::prelude::*;
+use slipstream_sim::scenario::{Plan, Scenario, ScenarioError};
 
 use crate::output::{self, Summary};
-use crate::scenario::{Scenario, ScenarioError};
 
 /// A design that cannot run.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +57,14 @@ pub enum DesignError {
         path: String,
         /// Why.
         source: std::io::Error,
+    },
+    /// The thread pool could not be started.
+    #[error("cannot start {threads} threads: {source}")]
+    Pool {
+        /// Threads asked for.
+        threads: usize,
+        /// Why.
+        source: rayon::ThreadPoolBuildError,
     },
 }
 
@@ -168,7 +177,7 @@ pub fn expand(path: &Path) -> Result<Vec<RunSpec>, DesignError> {
     Ok(runs)
 }
 
-fn plan(run: &RunSpec, dir: &Path) -> Result<crate::scenario::Plan, DesignError> {
+fn plan(run: &RunSpec, dir: &Path) -> Result<Plan, DesignError> {
     let as_file = dir.join(format!("{}.toml", run.name));
     let scenario: Scenario = toml::from_str(&run.scenario).map_err(|e| DesignError::Scenario {
         run: run.name.clone(),
@@ -230,8 +239,9 @@ fn level_text(v: &toml::Value) -> String {
     }
 }
 
-/// Runs every run not already finished, on `threads` threads, calling `progress(done, total)`
-/// after each. Returns every run's summary (finished earlier or now), in design order.
+/// Runs every run not already finished on a pool of `threads` threads (at least 1), calling
+/// `progress(done, total)` after each. Returns every run's summary (finished earlier or now), in
+/// design order. After the first failed run no new run starts, and that error is returned.
 pub fn run_all(
     runs: &[RunSpec],
     design_dir: &Path,
@@ -239,44 +249,23 @@ pub fn run_all(
     threads: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<(RunSpec, Summary)>, DesignError> {
-    let next = AtomicUsize::new(0);
+    let threads = threads.max(1);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("design-{i}"))
+        .build()
+        .map_err(|source| DesignError::Pool { threads, source })?;
     let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Summary>>> = Mutex::new(vec![None; runs.len()]);
-    let first_error: Mutex<Option<DesignError>> = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for _ in 0..threads.max(1) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= runs.len() || first_error.lock().map(|e| e.is_some()).unwrap_or(true) {
-                    return;
-                }
-                match run_one(&runs[i], design_dir, out) {
-                    Ok(summary) => {
-                        if let Ok(mut r) = results.lock() {
-                            r[i] = Some(summary);
-                        }
-                    }
-                    Err(e) => {
-                        if let Ok(mut slot) = first_error.lock() {
-                            slot.get_or_insert(e);
-                        }
-                        return;
-                    }
-                }
+    let summaries: Vec<Summary> = pool.install(|| {
+        runs.par_iter()
+            .map(|run| {
+                let summary = run_one(run, design_dir, out)?;
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1, runs.len());
-            });
-        }
-    });
-    if let Some(e) = first_error.into_inner().ok().flatten() {
-        return Err(e);
-    }
-    let results = results.into_inner().unwrap_or_default();
-    Ok(runs
-        .iter()
-        .cloned()
-        .zip(results)
-        .filter_map(|(r, s)| s.map(|s| (r, s)))
-        .collect())
+                Ok(summary)
+            })
+            .collect::<Result<_, DesignError>>()
+    })?;
+    Ok(runs.iter().cloned().zip(summaries).collect())
 }
 
 fn run_one(run: &RunSpec, design_dir: &Path, out: &Path) -> Result<Summary, DesignError> {

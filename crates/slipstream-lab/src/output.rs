@@ -6,9 +6,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::net::Run;
-use crate::reference::Job;
-use crate::time::to_secs_f64;
+use slipstream_sim::hits::Achieved;
+use slipstream_sim::net::Run;
+use slipstream_sim::reference::{source_name, Job};
+use slipstream_sim::time::to_secs_f64;
 
 /// Latency statistics of one group of transfers, in seconds.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -54,16 +55,7 @@ pub struct Summary {
     pub all: Stats,
     /// With real caches: the hit ratios they achieved over these transfers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hit_stage: Option<crate::hits::Achieved>,
-}
-
-/// The source name of a job's `src`.
-pub fn source_name(src: u8) -> &'static str {
-    match src {
-        1 => "child",
-        2 => "parent",
-        _ => "origin",
-    }
+    pub hit_stage: Option<Achieved>,
 }
 
 fn stats(mut latencies: Vec<f64>, retransmissions: u64) -> Stats {
@@ -100,7 +92,7 @@ pub fn summarise(
     jobs: &[Job],
     run: &Run,
     wall_s: f64,
-    hit_stage: Option<crate::hits::Achieved>,
+    hit_stage: Option<Achieved>,
 ) -> (String, Summary) {
     let src_of: std::collections::HashMap<u64, u8> = jobs.iter().map(|j| (j.id, j.src)).collect();
     let mut results = run.results.clone();
@@ -152,4 +144,31 @@ pub fn write(dir: &Path, csv: &str, summary: &Summary) -> std::io::Result<()> {
     std::fs::write(dir.join("transfers.csv"), csv)?;
     let json = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
     std::fs::write(dir.join("summary.json"), json + "\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slipstream_sim::compare;
+    use slipstream_sim::scenario::Scenario;
+
+    #[test]
+    fn transfers_csv_reads_back_and_the_summary_counts_every_transfer() {
+        let text = "[workload]\ntransfers = 50\n";
+        let scenario: Scenario = toml::from_str(text).expect("scenario");
+        let plan = scenario
+            .plan(Path::new("s.toml"), text)
+            .expect("valid scenario");
+        let run = plan.run(None);
+        let (csv, summary) = summarise("t", &plan.jobs, &run, 0.0, None);
+        let rows = compare::parse(&csv, "transfers.csv").expect("valid csv");
+        assert_eq!((rows.len(), summary.completed, summary.all.n), (50, 50, 50));
+        assert_eq!(
+            summary.child.n + summary.parent.n + summary.origin.n,
+            summary.all.n
+        );
+        let json = serde_json::to_string(&summary).expect("serialise");
+        let back: Summary = serde_json::from_str(&json).expect("read back");
+        assert_eq!(back.all, summary.all);
+    }
 }

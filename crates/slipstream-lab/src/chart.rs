@@ -7,10 +7,51 @@
 use std::ops::Range;
 use std::path::Path;
 
-use anyhow::{bail, Context};
 use plotters::coord::ranged1d::{SegmentValue, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
+use plotters::drawing::DrawingAreaErrorKind;
 use plotters::prelude::*;
+
+/// A chart that cannot be drawn or written.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The data cannot be drawn: no bars, non-finite numbers, or non-positive values on a
+    /// logarithmic axis.
+    #[error("chart `{title}`: {message}")]
+    Data {
+        /// The chart's title.
+        title: String,
+        /// What is wrong with the data.
+        message: &'static str,
+    },
+    /// plotters failed while rendering the SVG in memory.
+    #[error("drawing a chart failed")]
+    Draw(#[from] DrawingAreaErrorKind<std::io::Error>),
+    /// Writing the SVG file failed.
+    #[error("writing chart {path}")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn data_error(title: &str, message: &'static str) -> Error {
+    Error::Data {
+        title: title.to_owned(),
+        message,
+    }
+}
+
+/// Writes the rendered SVG in one go.
+fn write(path: &Path, svg: String) -> Result<(), Error> {
+    std::fs::write(path, svg).map_err(|source| Error::Write {
+        path: path.display().to_string(),
+        source,
+    })
+}
 
 /// Width and height of every chart, in SVG pixels.
 const SIZE: (u32, u32) = (800, 500);
@@ -40,16 +81,16 @@ pub struct Axes {
 /// Writes an 800×500 SVG line chart of `series` with a legend and a marker on
 /// every point. Non-finite points are an error, as are non-positive x values on
 /// a logarithmic axis.
-pub fn line_chart(path: &Path, axes: &Axes, series: &[Series]) -> anyhow::Result<()> {
+pub fn line_chart(path: &Path, axes: &Axes, series: &[Series]) -> Result<(), Error> {
     let points = || series.iter().flat_map(|s| s.points.iter().copied());
     if points().any(|(x, y)| !x.is_finite() || !y.is_finite()) {
-        bail!("chart `{}`: points must be finite numbers", axes.title);
+        return Err(data_error(&axes.title, "points must be finite numbers"));
     }
     if axes.log_x && points().any(|(x, _)| x <= 0.0) {
-        bail!(
-            "chart `{}`: a logarithmic x axis needs positive x values",
-            axes.title
-        );
+        return Err(data_error(
+            &axes.title,
+            "a logarithmic x axis needs positive x values",
+        ));
     }
     let x_range = padded(points().map(|p| p.0), axes.log_x);
     let mut y_range = padded(points().map(|p| p.1), false);
@@ -75,14 +116,14 @@ pub fn line_chart(path: &Path, axes: &Axes, series: &[Series]) -> anyhow::Result
         }
         root.present()?;
     }
-    std::fs::write(path, svg).with_context(|| format!("writing chart {}", path.display()))
+    write(path, svg)
 }
 
 fn draw_lines<'a, X>(
     mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, RangedCoordf64>>,
     axes: &Axes,
     series: &'a [Series],
-) -> anyhow::Result<()>
+) -> Result<(), Error>
 where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
@@ -119,12 +160,12 @@ pub fn bar_chart(
     title: &str,
     y_label: &str,
     bars: &[(String, f64)],
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     if bars.is_empty() {
-        bail!("chart `{title}`: no bars to draw");
+        return Err(data_error(title, "no bars to draw"));
     }
     if bars.iter().any(|(_, v)| !v.is_finite()) {
-        bail!("chart `{title}`: bar values must be finite numbers");
+        return Err(data_error(title, "bar values must be finite numbers"));
     }
     let low = bars.iter().map(|b| b.1).fold(0.0, f64::min);
     let high = bars.iter().map(|b| b.1).fold(0.0, f64::max);
@@ -179,7 +220,7 @@ pub fn bar_chart(
         }))?;
         root.present()?;
     }
-    std::fs::write(path, svg).with_context(|| format!("writing chart {}", path.display()))
+    write(path, svg)
 }
 
 /// A number with as many decimals as its magnitude warrants.
@@ -213,13 +254,13 @@ fn padded(values: impl Iterator<Item = f64>, log: bool) -> Range<f64> {
 /// A log-log scatter plot: one colour of small circles per series (paper 003's Figure 2:
 /// transfer latency against transfer size in packets, by source). Every coordinate must be
 /// positive.
-pub fn scatter_loglog(path: &Path, axes: &Axes, series: &[Series]) -> anyhow::Result<()> {
+pub fn scatter_loglog(path: &Path, axes: &Axes, series: &[Series]) -> Result<(), Error> {
     let points = || series.iter().flat_map(|s| s.points.iter().copied());
     if points().any(|(x, y)| !(x.is_finite() && y.is_finite() && x > 0.0 && y > 0.0)) {
-        bail!(
-            "chart `{}`: a log-log scatter needs positive, finite points",
-            axes.title
-        );
+        return Err(data_error(
+            &axes.title,
+            "a log-log scatter needs positive, finite points",
+        ));
     }
     let x_range = padded(points().map(|p| p.0), true);
     let mut y_range = padded(points().map(|p| p.1), true);
@@ -257,7 +298,7 @@ pub fn scatter_loglog(path: &Path, axes: &Axes, series: &[Series]) -> anyhow::Re
             .draw()?;
         root.present()?;
     }
-    std::fs::write(path, svg).with_context(|| format!("writing chart {}", path.display()))
+    write(path, svg)
 }
 
 #[cfg(test)]

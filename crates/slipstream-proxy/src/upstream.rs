@@ -212,6 +212,8 @@ impl Upstreams {
         let mut clients = self.parents.write();
         clients.retain(|name, _| parents.iter().any(|p| p.as_str() == name));
         for p in parents {
+            // Every parent has its failure counter from the start, so a scrape shows 0.
+            self.failures(p.as_str());
             clients.entry(p.to_string()).or_insert_with(|| {
                 client(ParentConnector {
                     parent: p.clone(),

@@ -3,6 +3,8 @@
 
 mod cli;
 mod hierarchy;
+mod node;
+mod phases;
 mod serve;
 mod status_page;
 mod support;

@@ -1,0 +1,219 @@
+//! The node layer through the real binary: one config file for every command, overrides of
+//! any field, and selection among several origins while one is killed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+
+use crate::support::{bin, get, site, start, Node};
+
+fn write_config(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
+    let path = dir.join("node.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+fn serve_with(config: &std::path::Path, extra: &[&str]) -> Node {
+    let mut args = vec!["serve", "--config", config.to_str().expect("utf-8")];
+    args.extend_from_slice(extra);
+    start(&args, "slipstream serve:")
+}
+
+#[test]
+fn one_config_file_runs_serve_and_proxy_and_a_flag_overrides_any_field() {
+    let www = site();
+    let conf = tempfile::tempdir().expect("tempdir");
+    let config = write_config(
+        conf.path(),
+        &format!(
+            r#"
+[serve]
+root = "{}"
+listen = "127.0.0.1:0"
+cache_control = "max-age=60"
+revalidate_ms = "2s"
+idle_timeout_ms = "1m"
+
+[serve.cache]
+capacity_bytes = "8MiB"
+
+[proxy]
+listen = "127.0.0.1:0"
+name = "from-file"
+upstream_timeout_ms = "5s"
+
+[proxy.cache]
+capacity_bytes = "16MiB"
+policy = "lru"
+"#,
+            www.path().display()
+        ),
+    );
+    let origin = serve_with(&config, &[]);
+    let page = get(origin.addr, "/hello.txt");
+    assert_eq!(page.status, 200);
+    assert_eq!(page.header("cache-control"), Some("max-age=60"));
+
+    // The same file runs the proxy; `--set` reaches fields no named flag has.
+    let origin_url = format!("http://{}", origin.addr);
+    let proxy = start(
+        &[
+            "proxy",
+            "--config",
+            config.to_str().expect("utf-8"),
+            "--origin",
+            &origin_url,
+            "--set",
+            "proxy.name=from-flag",
+            "--set",
+            "proxy.cache.policy=sieve",
+        ],
+        "slipstream proxy",
+    );
+    get(proxy.addr, "/hello.txt");
+    let hit = get(proxy.addr, "/hello.txt");
+    assert_eq!(hit.status, 200);
+    assert_eq!(hit.body, b"hello, world\n");
+    let status = hit.header("cache-status").unwrap_or_default();
+    assert!(status.starts_with("from-flag; hit"), "{status}");
+
+    // A flag overrides a field the file sets.
+    let overridden = serve_with(&config, &["--set", "serve.cache_control=no-store"]);
+    assert_eq!(
+        get(overridden.addr, "/hello.txt").header("cache-control"),
+        Some("no-store")
+    );
+}
+
+#[test]
+fn bad_config_files_and_overrides_are_refused_with_what_and_where() {
+    let conf = tempfile::tempdir().expect("tempdir");
+    let run = |config: &std::path::Path, extra: &[&str]| {
+        let out = bin()
+            .args(["proxy", "--config", config.to_str().expect("utf-8")])
+            .args(extra)
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let typo = write_config(conf.path(), "[prxy]\nname = \"x\"\n");
+    let e = run(&typo, &[]);
+    assert!(e.contains("unknown table `prxy`"), "{e}");
+    let field = write_config(
+        conf.path(),
+        "[proxy]\nname = \"x\"\n\n[proxy.cache]\ncapacity_bytes = \"lots\"\n",
+    );
+    let e = run(&field, &[]);
+    assert!(e.contains("line 5") && e.contains("not a size"), "{e}");
+    // If an override were accepted the proxy would run: every case must fail fast instead.
+    let ok = write_config(
+        conf.path(),
+        "[proxy]\nname = \"x\"\nlisten = \"127.0.0.1:0\"\n",
+    );
+    let e = run(&ok, &["--set", "proxy.upstream_timeout_ms=\"30\""]);
+    assert!(
+        e.contains("proxy.upstream_timeout_ms") && e.contains("no unit"),
+        "{e}"
+    );
+    let e = run(&ok, &["--set", "proxy.cache.capacity_bytes=lots"]);
+    assert!(
+        e.contains("proxy.cache.capacity_bytes") && e.contains("not a size"),
+        "{e}"
+    );
+}
+
+/// The value of the first metric line starting with `prefix`.
+fn metric(addr: std::net::SocketAddr, prefix: &str) -> f64 {
+    let page = String::from_utf8(get(addr, "/_slipstream/metrics").body).expect("utf-8");
+    page.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in {page}"))
+}
+
+#[test]
+fn selection_among_three_origins_with_one_killed_mid_load_fails_no_idempotent_request() {
+    let www = site();
+    let mut origins: Vec<Node> = (0..3)
+        .map(|_| crate::support::serve(www.path(), &[]))
+        .collect();
+    let urls: Vec<String> = origins
+        .iter()
+        .map(|o| format!("http://{}", o.addr))
+        .collect();
+    let mut args = vec!["proxy", "--listen", "127.0.0.1:0", "--no-cache"];
+    for u in &urls {
+        args.extend(["--origin", u.as_str()]);
+    }
+    // The killed origin stays out of rotation for the rest of the run.
+    args.extend(["--set", "proxy.parent_retry_ms=10m"]);
+    let proxy = start(&args, "slipstream proxy");
+    let proxy_addr = proxy.addr;
+
+    const CLIENTS: usize = 8;
+    const PER_CLIENT: usize = 60;
+    const KILL_AFTER: usize = 150;
+    let done = Arc::new(AtomicUsize::new(0));
+    let (kill_now, kill_signal) = mpsc::channel();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (done, kill_now) = (done.clone(), kill_now.clone());
+            std::thread::spawn(move || {
+                let mut failures = Vec::new();
+                for i in 0..PER_CLIENT {
+                    let path = if (c + i) % 2 == 0 {
+                        "/hello.txt"
+                    } else {
+                        "/index.html"
+                    };
+                    let r = get(proxy_addr, path);
+                    let want: &[u8] = if path == "/hello.txt" {
+                        b"hello, world\n"
+                    } else {
+                        b"<h1>home</h1>\n"
+                    };
+                    if r.status != 200 || r.body != want {
+                        failures.push(format!(
+                            "{path}: {} {}",
+                            r.status,
+                            String::from_utf8_lossy(&r.body)
+                        ));
+                    }
+                    if done.fetch_add(1, Ordering::SeqCst) + 1 == KILL_AFTER {
+                        let _ = kill_now.send(());
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    drop(kill_now);
+    kill_signal.recv().expect("load reached the kill point");
+    // The origin in use (fail-over prefers the first) is killed while requests are in flight.
+    let served_before = metric(origins[0].addr, "slipstream_requests_total{status=\"2xx\"}");
+    let _ = origins[0].child.kill();
+    let _ = origins[0].child.wait();
+    let failures: Vec<String> = clients
+        .into_iter()
+        .flat_map(|c| c.join().expect("client thread"))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} failed: {failures:?}",
+        failures.len()
+    );
+    assert_eq!(done.load(Ordering::SeqCst), CLIENTS * PER_CLIENT);
+    assert!(served_before > 0.0, "the killed origin was serving");
+    let up = |o: &Node| {
+        metric(
+            proxy.addr,
+            &format!("slipstream_origin_up{{origin=\"{}\"}}", o.addr),
+        )
+    };
+    assert_eq!(up(&origins[0]), 0.0);
+    assert_eq!(up(&origins[1]), 1.0);
+    let after = metric(origins[1].addr, "slipstream_requests_total{status=\"2xx\"}");
+    assert!(after > 0.0, "the next origin took over");
+    origins.truncate(3);
+}

@@ -128,7 +128,8 @@ async fn sequence_replays_trace_and_stops_at_its_end() {
     assert_eq!(report.errors.get("status 404"), Some(&1));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On tokio's paused clock: the waits below are virtual.
+#[tokio::test(start_paused = true)]
 async fn slow_responses_time_out() {
     let addr = serve().await;
     let mut p = plan(addr, weighted(&["/slow"]), closed(1));
@@ -162,7 +163,8 @@ async fn duration_limit_stops_the_run() {
     assert!(report.completed > 0, "{report}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On tokio's paused clock: the waits below are virtual.
+#[tokio::test(start_paused = true)]
 async fn open_loop_sends_at_the_planned_rate() {
     let addr = serve().await;
     let mode = Mode::Open {
@@ -177,7 +179,8 @@ async fn open_loop_sends_at_the_planned_rate() {
     assert_eq!(report.error_count(), 0, "{report}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On tokio's paused clock: the waits below are virtual.
+#[tokio::test(start_paused = true)]
 async fn open_loop_counts_overload_when_in_flight_is_full() {
     let addr = serve().await;
     let mode = Mode::Open {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use http::StatusCode;
 use slipstream_http::metrics::{self, Counter, Registry, Responses};
 
-use crate::upstream::UpstreamError;
+use crate::upstream::{UpstreamError, Upstreams};
 use crate::Inner;
 
 #[derive(Debug)]
@@ -123,45 +123,36 @@ impl Metrics {
             &[],
             move || w.upgrade().map_or(0.0, |i| i.collapser.waiting() as f64),
         );
-        for (name, _) in inner.upstreams.parent_health() {
-            let w = weak.clone();
-            let label = name.clone();
-            self.registry.gauge(
+        let parents = |u: &Upstreams| u.parent_health();
+        let origins = |u: &Upstreams| u.origin_health();
+        for (metric, help, label, health) in [
+            (
                 "slipstream_parent_up",
                 "1 when the parent proxy is in use, 0 while skipped after a failure.",
-                &[("parent", &label)],
-                move || {
-                    w.upgrade()
-                        .and_then(|inner| {
-                            let health = inner.upstreams.parent_health();
-                            health
-                                .iter()
-                                .find(|(n, _)| *n == name)
-                                .map(|(_, up)| f64::from(u8::from(*up)))
-                        })
-                        .unwrap_or(0.0)
-                },
-            );
-        }
-        for (name, _) in inner.upstreams.origin_health() {
-            let w = weak.clone();
-            let label = name.clone();
-            self.registry.gauge(
+                "parent",
+                parents as fn(&Upstreams) -> Vec<(String, bool)>,
+            ),
+            (
                 "slipstream_origin_up",
                 "1 when the origin server is in use, 0 while skipped after a failure.",
-                &[("origin", &label)],
-                move || {
+                "origin",
+                origins,
+            ),
+        ] {
+            for (name, _) in health(&inner.upstreams) {
+                let w = weak.clone();
+                let value = name.clone();
+                self.registry.gauge(metric, help, &[(label, &value)], move || {
                     w.upgrade()
                         .and_then(|inner| {
-                            let health = inner.upstreams.origin_health();
-                            health
+                            health(&inner.upstreams)
                                 .iter()
                                 .find(|(n, _)| *n == name)
                                 .map(|(_, up)| f64::from(u8::from(*up)))
                         })
                         .unwrap_or(0.0)
-                },
-            );
+                });
+            }
         }
     }
 

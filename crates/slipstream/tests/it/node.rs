@@ -217,3 +217,27 @@ fn selection_among_three_origins_with_one_killed_mid_load_fails_no_idempotent_re
     assert!(after > 0.0, "the next origin took over");
     origins.truncate(3);
 }
+
+#[test]
+fn the_readme_config_example_is_a_valid_node_file_for_both_commands() {
+    use slipstream_node::config::{ConfigFile, Overrides};
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README");
+    let block = readme
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a toml block in the README");
+    let file = ConfigFile::parse(Some("README.md".into()), block.to_owned()).expect("valid file");
+    let proxy: slipstream_proxy::Config = file.section("proxy", &Overrides::default()).expect("[proxy]");
+    let proxy = proxy.validate().expect("valid proxy settings");
+    assert_eq!(proxy.origins.len(), 2);
+    assert_eq!(proxy.upstream_timeout, std::time::Duration::from_secs(30));
+    let www = site();
+    let mut root = Overrides::default();
+    root.set("serve.root", www.path().display().to_string());
+    let serve: slipstream_origin::Config = file.section("serve", &root).expect("[serve]");
+    let serve = serve.validate().expect("valid serve settings");
+    assert_eq!(serve.revalidate, std::time::Duration::from_secs(1));
+    assert_eq!(serve.cache.map(|c| c.capacity_bytes), Some(64 << 20));
+}

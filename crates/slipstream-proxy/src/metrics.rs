@@ -142,16 +142,17 @@ impl Metrics {
             for (name, _) in health(&inner.upstreams) {
                 let w = weak.clone();
                 let value = name.clone();
-                self.registry.gauge(metric, help, &[(label, &value)], move || {
-                    w.upgrade()
-                        .and_then(|inner| {
-                            health(&inner.upstreams)
-                                .iter()
-                                .find(|(n, _)| *n == name)
-                                .map(|(_, up)| f64::from(u8::from(*up)))
-                        })
-                        .unwrap_or(0.0)
-                });
+                self.registry
+                    .gauge(metric, help, &[(label, &value)], move || {
+                        w.upgrade()
+                            .and_then(|inner| {
+                                health(&inner.upstreams)
+                                    .iter()
+                                    .find(|(n, _)| *n == name)
+                                    .map(|(_, up)| f64::from(u8::from(*up)))
+                            })
+                            .unwrap_or(0.0)
+                    });
             }
         }
     }

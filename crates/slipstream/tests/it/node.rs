@@ -229,7 +229,9 @@ fn the_readme_config_example_is_a_valid_node_file_for_both_commands() {
         .and_then(|b| b.split("```").next())
         .expect("a toml block in the README");
     let file = ConfigFile::parse(Some("README.md".into()), block.to_owned()).expect("valid file");
-    let proxy: slipstream_proxy::Config = file.section("proxy", &Overrides::default()).expect("[proxy]");
+    let proxy: slipstream_proxy::Config = file
+        .section("proxy", &Overrides::default())
+        .expect("[proxy]");
     let proxy = proxy.validate().expect("valid proxy settings");
     assert_eq!(proxy.origins.len(), 2);
     assert_eq!(proxy.upstream_timeout, std::time::Duration::from_secs(30));

@@ -20,12 +20,16 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, Sleep};
 
 use crate::Body;
+
+/// A TLS acceptor (rustls).
+pub type TlsAcceptor = tokio_rustls::TlsAcceptor;
 
 /// Bounds on what one client may cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,15 +126,19 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
-/// Serves `handler` on `listener` until `shutdown` completes. Connections in progress are then
-/// dropped with the runtime.
+/// Serves `handler` on `listener` until `shutdown` completes, then drains: stops accepting
+/// (the listener is closed), asks every connection to finish what it has started (HTTP/1.1
+/// closes after the response in progress, HTTP/2 sends GOAWAY) and waits for them, for at most
+/// `drain`. Returns how many connections were still open at the deadline (they are then dropped
+/// with the runtime).
 pub async fn serve<H: Handler>(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     limits: Limits,
     handler: Arc<H>,
     shutdown: impl Future<Output = ()>,
-) {
+    drain: Duration,
+) -> usize {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -145,13 +153,18 @@ pub async fn serve<H: Handler>(
         .max_concurrent_streams(limits.max_concurrent_streams);
     let builder = Arc::new(builder);
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
         };
         let (stream, peer) = tokio::select! {
-            () = &mut shutdown => return,
+            () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok(conn) => conn,
                 Err(e) => {
@@ -164,6 +177,7 @@ pub async fn serve<H: Handler>(
         };
         let _ = stream.set_nodelay(true);
         let (builder, handler, tls) = (builder.clone(), handler.clone(), tls.clone());
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let handler = handler.clone();
@@ -171,11 +185,9 @@ pub async fn serve<H: Handler>(
             });
             let result = match tls {
                 None => {
-                    builder
-                        .serve_connection_with_upgrades(
-                            TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout)),
-                            service,
-                        )
+                    let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
+                    watcher
+                        .watch(builder.serve_connection_with_upgrades(io, service))
                         .await
                 }
                 Some(acceptor) => {
@@ -183,11 +195,9 @@ pub async fn serve<H: Handler>(
                         tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream));
                     match accept.await {
                         Ok(Ok(tls)) => {
-                            builder
-                                .serve_connection_with_upgrades(
-                                    TokioIo::new(IdleTimeout::new(tls, limits.idle_timeout)),
-                                    service,
-                                )
+                            let io = TokioIo::new(IdleTimeout::new(tls, limits.idle_timeout));
+                            watcher
+                                .watch(builder.serve_connection_with_upgrades(io, service))
                                 .await
                         }
                         Ok(Err(e)) => Err(e.into()),
@@ -200,6 +210,18 @@ pub async fn serve<H: Handler>(
             }
             drop(permit);
         });
+    }
+    drop(listener);
+    let open = graceful.count();
+    if open > 0 {
+        tracing::info!(connections = open, deadline = ?drain, "draining");
+    }
+    match tokio::time::timeout(drain, graceful.shutdown()).await {
+        Ok(()) => 0,
+        Err(_) => {
+            tracing::warn!(deadline = ?drain, "drain deadline passed with connections open");
+            open.max(1)
+        }
     }
 }
 

@@ -16,6 +16,8 @@ pub struct Listen {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// What one client may cost.
     pub limits: Limits,
+    /// How long a stopping node waits for requests in progress (see [`Running::drain`]).
+    pub drain: std::time::Duration,
 }
 
 /// A listening node.
@@ -55,8 +57,57 @@ pub enum SpawnError {
     Tls(#[from] listen::TlsError),
 }
 
-/// Binds `listen` and serves `handler` on it in the background of the current runtime.
-pub async fn spawn<H: Handler>(listen: &Listen, handler: Arc<H>) -> Result<Bound, SpawnError> {
+/// A node serving in the background, until it is drained.
+#[derive(Debug)]
+pub struct Running {
+    /// Where it listens.
+    pub bound: Bound,
+    stop: tokio::sync::oneshot::Sender<()>,
+    served: tokio::task::JoinHandle<usize>,
+}
+
+impl Running {
+    /// Stops accepting and waits for the requests in progress to finish, for at most the
+    /// listener's drain deadline. Returns how many connections were still open at the
+    /// deadline.
+    pub async fn drain(self) -> usize {
+        let _ = self.stop.send(());
+        self.served.await.unwrap_or(0)
+    }
+}
+
+/// Binds `listen` and serves `handler` on it in the background of the current runtime until
+/// [`Running::drain`].
+pub async fn start<H: Handler>(listen: &Listen, handler: Arc<H>) -> Result<Running, SpawnError> {
+    let (listener, bound, tls) = bind(listen).await?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(listen::serve(
+        listener,
+        tls,
+        listen.limits,
+        handler,
+        async move {
+            let _ = stopped.await;
+        },
+        listen.drain,
+    ));
+    Ok(Running {
+        bound,
+        stop,
+        served,
+    })
+}
+
+async fn bind(
+    listen: &Listen,
+) -> Result<
+    (
+        tokio::net::TcpListener,
+        Bound,
+        Option<slipstream_http::listen::TlsAcceptor>,
+    ),
+    SpawnError,
+> {
     let bind_error = |source| SpawnError::Bind {
         addr: listen.addr,
         source,
@@ -73,12 +124,20 @@ pub async fn spawn<H: Handler>(listen: &Listen, handler: Arc<H>) -> Result<Bound
         addr,
         tls: tls.is_some(),
     };
+    Ok((listener, bound, tls))
+}
+
+/// Binds `listen` and serves `handler` on it in the background of the current runtime, for as
+/// long as the runtime runs.
+pub async fn spawn<H: Handler>(listen: &Listen, handler: Arc<H>) -> Result<Bound, SpawnError> {
+    let (listener, bound, tls) = bind(listen).await?;
     tokio::spawn(listen::serve(
         listener,
         tls,
         listen.limits,
         handler,
         std::future::pending(),
+        listen.drain,
     ));
     Ok(bound)
 }

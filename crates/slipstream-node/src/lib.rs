@@ -96,6 +96,14 @@ impl<S: Service> Node<S> {
         &self.service
     }
 
+    /// Binds `listen` and serves this node on it in the background until it is drained.
+    pub async fn start(
+        self,
+        listen: &bootstrap::Listen,
+    ) -> Result<bootstrap::Running, bootstrap::SpawnError> {
+        bootstrap::start(listen, Arc::new(self)).await
+    }
+
     /// Binds `listen` and serves this node on it in the background of the current runtime.
     pub async fn spawn(
         self,

@@ -40,6 +40,10 @@ pub struct Config {
     pub max_connections: usize,
     /// Worker threads; 0 means one per core.
     pub workers: usize,
+    /// On SIGTERM or Ctrl-C, how long to wait for requests in progress before exiting, in
+    /// milliseconds (or `"30s"`). New connections are refused at once.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub drain_timeout_ms: u64,
     /// A Cache-Control value sent with every file, e.g. `max-age=60` (none by default, which
     /// leaves caches to their heuristics).
     pub cache_control: Option<String>,
@@ -78,6 +82,7 @@ impl Default for Config {
             idle_timeout_ms: 60_000,
             max_connections: 10_000,
             workers: 0,
+            drain_timeout_ms: 30_000,
             cache_control: None,
         }
     }
@@ -142,6 +147,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Worker threads (0 = one per core).
     pub workers: usize,
+    /// How long a stopping node waits for requests in progress.
+    pub drain: Duration,
     /// Cache-Control sent with every file.
     pub cache_control: Option<http::HeaderValue>,
 }
@@ -153,6 +160,7 @@ impl Settings {
             addr: self.listen,
             tls: self.tls.clone(),
             limits: self.limits,
+            drain: self.drain,
         }
     }
 }
@@ -224,6 +232,7 @@ impl Config {
                 ..Limits::default()
             },
             workers: self.workers,
+            drain: Duration::from_millis(self.drain_timeout_ms),
             cache_control,
         })
     }

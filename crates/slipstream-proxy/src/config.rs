@@ -48,6 +48,10 @@ pub struct Config {
     pub max_header_bytes: usize,
     /// Worker threads; 0 means one per core.
     pub workers: usize,
+    /// On SIGTERM or Ctrl-C, how long to wait for requests in progress before exiting, in
+    /// milliseconds (or `"30s"`). New connections are refused at once.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub drain_timeout_ms: u64,
     /// PEM certificate chain; with `tls_key`, clients connect over HTTPS (HTTP/2 and HTTP/1.1
     /// by ALPN).
     pub tls_cert: Option<std::path::PathBuf>,
@@ -99,6 +103,7 @@ impl Default for Config {
             purge_token: None,
             max_header_bytes: 16 * 1024,
             workers: 0,
+            drain_timeout_ms: 30_000,
             connect_ports: vec![443],
             tls_cert: None,
             tls_key: None,
@@ -182,6 +187,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Worker threads.
     pub workers: usize,
+    /// How long a stopping node waits for requests in progress.
+    pub drain: Duration,
     /// Ports CONNECT may reach.
     pub connect_ports: Vec<u16>,
     /// Certificate and key, if clients use TLS.
@@ -227,6 +234,7 @@ impl Settings {
             addr: self.listen,
             tls: self.tls.clone(),
             limits: self.limits,
+            drain: self.drain,
         }
     }
 }
@@ -302,6 +310,7 @@ impl Config {
                 ..Limits::default()
             },
             workers: self.workers,
+            drain: Duration::from_millis(self.drain_timeout_ms),
             connect_ports: self.connect_ports.clone(),
             tls,
         })

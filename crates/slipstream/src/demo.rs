@@ -69,7 +69,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let settings = config.validate()?;
     let shown = dir.clone();
     let result = crate::serve::runtime(0)?.block_on(async move {
-        let origin = crate::serve::start(settings).await?;
+        // Kept until the demo ends: dropping it would stop the origin.
+        let origin_node = crate::serve::start(settings).await?;
+        let origin = origin_node.bound;
         let mut parents = Vec::new();
         for name in ["parent-a", "parent-b"] {
             let config = slipstream_proxy::Config {

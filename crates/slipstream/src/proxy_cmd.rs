@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use slipstream_node::bootstrap::Running;
 use slipstream_node::config::{self, ConfigFile, Override, Overrides};
 use slipstream_node::Node;
 use slipstream_proxy::{Config, Proxy};
@@ -108,19 +109,24 @@ impl Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let settings = args.config()?.validate()?;
     crate::serve::runtime(settings.workers)?.block_on(async move {
-        start(settings).await?;
-        crate::serve::shutdown_signal().await
+        let drain = settings.drain;
+        let running = start(settings).await?;
+        crate::serve::shutdown_signal().await?;
+        crate::serve::stop(running, drain).await;
+        Ok(())
     })
 }
 
 /// Binds and starts the proxy in the background of the current runtime; prints its address.
-pub async fn start(settings: slipstream_proxy::Settings) -> anyhow::Result<SocketAddr> {
+pub async fn start(settings: slipstream_proxy::Settings) -> anyhow::Result<Running> {
     let (name, origins, parents) = (
         settings.name.clone(),
         settings.origins.clone(),
         settings.parents.clone(),
     );
-    let addr = spawn(settings).await?;
+    let listen = settings.listen();
+    let running = Node::new(Proxy::new(settings)).start(&listen).await?;
+    let addr = running.bound.addr;
     let mode = if origins.is_empty() {
         "forward proxy".to_owned()
     } else {
@@ -137,7 +143,7 @@ pub async fn start(settings: slipstream_proxy::Settings) -> anyhow::Result<Socke
         }
     );
     println!("status: http://{addr}/_slipstream/status");
-    Ok(addr)
+    Ok(running)
 }
 
 /// Binds and starts the proxy in the background of the current runtime, silently.

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use slipstream_node::bootstrap::{self, Bound};
+use slipstream_node::bootstrap::{self, Running};
 use slipstream_node::config::{self, ConfigFile, Override, Overrides};
 use slipstream_node::Node;
 use slipstream_origin::{Config, Origin, Settings};
@@ -99,15 +99,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let settings = args.config()?.validate()?;
     runtime(settings.workers)?.block_on(async move {
         let root = settings.root.clone();
+        let drain = settings.drain;
         let server = start(settings).await?;
-        let scheme = server.scheme();
-        println!(
-            "slipstream serve: {} on {scheme}://{}/",
-            root.display(),
-            server.addr
-        );
-        println!("status: {scheme}://{}/_slipstream/status", server.addr);
-        shutdown_signal().await
+        let (scheme, addr) = (server.bound.scheme(), server.bound.addr);
+        println!("slipstream serve: {} on {scheme}://{addr}/", root.display());
+        println!("status: {scheme}://{addr}/_slipstream/status");
+        shutdown_signal().await?;
+        stop(server, drain).await;
+        Ok(())
     })
 }
 
@@ -117,12 +116,22 @@ pub fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// Binds and starts serving in the background of the current runtime.
-pub async fn start(settings: Settings) -> anyhow::Result<Bound> {
+pub async fn start(settings: Settings) -> anyhow::Result<Running> {
     let listen = settings.listen();
     Node::new(Origin::new(settings))
-        .spawn(&listen)
+        .start(&listen)
         .await
         .map_err(anyhow::Error::from)
+}
+
+/// Stops a node: new connections are refused, requests in progress finish (for at most
+/// `drain`).
+pub async fn stop(node: Running, drain: std::time::Duration) {
+    eprintln!("stopping: finishing requests in progress (at most {drain:?})");
+    let cut = node.drain().await;
+    if cut > 0 {
+        eprintln!("stopped with {cut} connection(s) still open at the deadline");
+    }
 }
 
 /// Completes on Ctrl-C (SIGINT) or SIGTERM, the signal service managers send.

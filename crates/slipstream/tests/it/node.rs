@@ -243,3 +243,53 @@ fn the_readme_config_example_is_a_valid_node_file_for_both_commands() {
     assert_eq!(serve.revalidate, std::time::Duration::from_secs(1));
     assert_eq!(serve.cache.map(|c| c.capacity_bytes), Some(64 << 20));
 }
+
+#[test]
+fn sigterm_during_a_100_mb_download_completes_it_and_exits_0() {
+    use std::io::{Read, Write};
+    const SIZE: usize = 100 << 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("big.bin"), vec![7u8; SIZE]).expect("write");
+    let mut node = crate::support::serve(dir.path(), &["--no-cache"]);
+    let mut s = std::net::TcpStream::connect(node.addr).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET /big.bin HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        node.addr
+    )
+    .expect("request");
+    // Read the head and the first megabyte: the download is under way, and the rest cannot fit
+    // in the socket buffers, so the server is still sending when the signal arrives.
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let head_end = loop {
+        let n = s.read(&mut buf).expect("read");
+        assert!(n > 0, "closed before the body");
+        got.extend_from_slice(&buf[..n]);
+        if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            if got.len() > i + 4 + (1 << 20) {
+                break i + 4;
+            }
+        }
+    };
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &node.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let mut body = got.len() - head_end;
+    loop {
+        let n = s
+            .read(&mut buf)
+            .expect("the download goes on after SIGTERM");
+        if n == 0 {
+            break;
+        }
+        body += n;
+    }
+    assert_eq!(body, SIZE, "the whole file arrived");
+    let exit = node.child.wait().expect("wait");
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+}

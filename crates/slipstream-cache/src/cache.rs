@@ -374,7 +374,7 @@ where
             Some(id) => *id,
             None => self.track(key),
         };
-        self.drop_data(id);
+        let _ = self.drop_data(id);
         let freq = self.slot(id).map_or(1, |s| s.freq.max(1));
         let need = stored
             .bytes
@@ -412,15 +412,16 @@ where
     }
 
     /// Drops whatever is stored for `key` (cached or in the free list), keeping its frequency:
-    /// used when the object changed.
-    pub fn invalidate<Q>(&mut self, key: &Q)
+    /// used when the object changed. Returns whether `key` was cached.
+    pub fn invalidate<Q>(&mut self, key: &Q) -> bool
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        if let Some(id) = self.index.get(key).copied() {
-            self.drop_data(id);
-        }
+        let Some(id) = self.index.get(key).copied() else {
+            return false;
+        };
+        self.drop_data(id)
     }
 
     /// Recomputes the byte accounting from scratch and checks it against the running totals
@@ -568,20 +569,23 @@ where
     }
 
     /// Drops the data of `id`, cached or free, keeping the header.
-    fn drop_data(&mut self, id: Id) {
+    /// Returns whether it was cached (the free list's evicted data does not count).
+    fn drop_data(&mut self, id: Id) -> bool {
         let Some(slot) = self.slots[id as usize].as_mut() else {
-            return;
+            return false;
         };
         match std::mem::replace(&mut slot.state, State::Absent) {
             State::Cached { stored, .. } => {
                 self.used_bytes -= stored.bytes;
                 self.algorithm.removed(id);
+                true
             }
             State::Free { stored, .. } => {
                 self.free_bytes -= stored.bytes;
                 self.free_list.retain(|f| *f != id);
+                false
             }
-            State::Absent => {}
+            State::Absent => false,
         }
     }
 

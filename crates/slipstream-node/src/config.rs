@@ -205,6 +205,50 @@ fn set(table: &mut toml::Value, key: &str, value: toml::Value) -> Result<(), Str
     Err("no field named".into())
 }
 
+/// Parses a listening address: `127.0.0.1:8080`, `[::1]:8080`, `:8080` (every IPv4
+/// interface) or a name such as `localhost:8080` (its first address).
+pub fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let s = s.trim();
+    if let Some(port) = s.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("`{s}`: `{port}` is not a port"))?;
+        return Ok(std::net::SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    if let Ok(addr) = s.parse() {
+        return Ok(addr);
+    }
+    if !s.contains(':') {
+        return Err(format!(
+            "`{s}` has no port: write HOST:PORT, e.g. 127.0.0.1:8080 or :8080"
+        ));
+    }
+    s.to_socket_addrs()
+        .map_err(|e| format!("`{s}` is not an address to listen on: {e}"))?
+        .next()
+        .ok_or_else(|| format!("`{s}` resolves to no address"))
+}
+
+/// serde: a listening address as [`parse_listen`] reads it.
+pub fn listen<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::net::SocketAddr, D::Error> {
+    let s: String = serde::Deserialize::deserialize(d)?;
+    parse_listen(&s).map_err(serde::de::Error::custom)
+}
+
+/// serde: a string field that must parse as `T` (a policy name, say), so that a bad value is
+/// reported with its line like any other field error. The string is kept as written.
+pub fn checked<'de, T, D>(d: D) -> Result<String, D::Error>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+    D: serde::Deserializer<'de>,
+{
+    let s: String = serde::Deserialize::deserialize(d)?;
+    s.parse::<T>().map_err(serde::de::Error::custom)?;
+    Ok(s)
+}
+
 /// One override: a dotted key (`proxy.cache.capacity_bytes`) and its value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Override {
@@ -345,6 +389,18 @@ mod tests {
         let mut unknown = Overrides::default();
         unknown.extend([parse_override("proxy.nmae=x").expect("parse")]);
         assert!(f.section::<Proxy>("proxy", &unknown).is_err());
+    }
+
+    #[test]
+    fn listen_addresses_take_the_forms_people_write() {
+        assert_eq!(parse_listen(":8080"), Ok(([0, 0, 0, 0], 8080).into()));
+        assert_eq!(
+            parse_listen("127.0.0.1:80"),
+            Ok(([127, 0, 0, 1], 80).into())
+        );
+        assert!(parse_listen("localhost:8080").is_ok_and(|a| a.ip().is_loopback()));
+        assert!(parse_listen("localhost").unwrap_err().contains("no port"));
+        assert!(parse_listen(":http").is_err());
     }
 
     #[test]

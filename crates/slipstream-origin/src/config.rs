@@ -16,6 +16,7 @@ pub struct Config {
     /// Directory to serve. Required (here or on the command line).
     pub root: Option<PathBuf>,
     /// Address to listen on.
+    #[serde(deserialize_with = "slipstream_node::config::listen")]
     pub listen: SocketAddr,
     /// The memory cache.
     pub cache: CacheConfig,
@@ -59,6 +60,7 @@ pub struct CacheConfig {
     #[serde(deserialize_with = "slipstream_units::de::bytes")]
     pub capacity_bytes: u64,
     /// Policy name: `adaptive` (paper 002), `total`, `small`, `lru`, `sieve`, or LEVEL+ALGORITHM.
+    #[serde(deserialize_with = "slipstream_node::config::checked::<slipstream_cache::Policy, _>")]
     pub policy: String,
     /// The paper's MAX_FILE_SIZE: larger files keep only this many bytes (adaptive) or none
     /// (small). Default: a quarter of the capacity, as in paper 002 §5.2.

@@ -13,6 +13,7 @@ use slipstream_http::listen::Limits;
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Address to listen on.
+    #[serde(deserialize_with = "slipstream_node::config::listen")]
     pub listen: SocketAddr,
     /// Reverse proxy: the origin every request goes to, e.g. `http://127.0.0.1:8080`, or a
     /// list of origin servers of one site, chosen by the origin policy (ordered fail-over: the
@@ -72,6 +73,7 @@ pub struct CacheConfig {
     #[serde(deserialize_with = "slipstream_units::de::bytes")]
     pub capacity_bytes: u64,
     /// Replacement policy (as for `serve`).
+    #[serde(deserialize_with = "slipstream_node::config::checked::<slipstream_cache::Policy, _>")]
     pub policy: String,
     /// Objects larger than this are not stored (the hierarchy's per-level size rule, paper
     /// 003: a child keeps objects up to S).

@@ -85,10 +85,16 @@ fn purge_url(inner: &Inner, url: &str) -> Response<Body> {
         .parse::<http::Uri>()
         .map(|u| u.to_string())
         .unwrap_or_else(|_| url.to_owned());
-    if let Some(store) = &inner.store {
-        store.remove(&normalised);
+    let removed = inner.store.as_ref().is_some_and(|s| s.remove(&normalised));
+    if removed {
+        json(StatusCode::OK, &json!({ "purged_url": normalised }))
+    } else {
+        // As Varnish and Squid answer: there was nothing to purge.
+        json(
+            StatusCode::NOT_FOUND,
+            &json!({ "purged_url": normalised, "error": "not in this cache" }),
+        )
     }
-    json(StatusCode::OK, &json!({ "purged_url": normalised }))
 }
 
 /// `Err` holds the refusal to send.

@@ -153,8 +153,8 @@ impl Store {
     }
 
     /// Drops everything stored under `key` (RFC 9111 §4.4 invalidation, or a purge).
-    pub fn remove(&self, key: &str) {
-        self.cache.lock().invalidate(key);
+    pub fn remove(&self, key: &str) -> bool {
+        self.cache.lock().invalidate(key)
     }
 
     /// Drops every key tagged with surrogate key `tag`; returns how many keys were tagged.

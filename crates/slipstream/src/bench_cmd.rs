@@ -125,5 +125,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::write(path, serde_json::to_string_pretty(&report.to_json())?)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    anyhow::ensure!(
+        report.completed > 0 || report.error_count() == 0,
+        "every request failed ({} errors)",
+        report.error_count()
+    );
     Ok(())
 }

@@ -30,7 +30,7 @@ const LARGE_FILE_BYTES: usize = 2 << 20;
 pub struct Args {
     /// Address of the entry point (the child proxy); the parents and the origin take free
     /// loopback ports.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = slipstream_node::config::parse_listen)]
     pub listen: SocketAddr,
     /// Where to write the sample site [default: a fresh directory under the system temp dir].
     #[arg(long)]

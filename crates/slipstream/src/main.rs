@@ -47,6 +47,8 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal, never into a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

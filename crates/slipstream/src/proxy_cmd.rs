@@ -13,7 +13,7 @@ use slipstream_proxy::{Config, Proxy};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Address to listen on [default: 127.0.0.1:3128].
-    #[arg(long)]
+    #[arg(long, value_parser = slipstream_node::config::parse_listen)]
     pub listen: Option<SocketAddr>,
     /// Reverse proxy for this origin, e.g. http://127.0.0.1:8080; repeat for several servers
     /// of one site (the first that is up answers). Without it: a forward proxy.

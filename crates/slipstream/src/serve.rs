@@ -16,7 +16,7 @@ pub struct Args {
     /// Directory to serve.
     pub dir: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:8080].
-    #[arg(long)]
+    #[arg(long, value_parser = slipstream_node::config::parse_listen)]
     pub listen: Option<SocketAddr>,
     /// The node's TOML config file; `serve` reads its `[serve]` table and ignores the others.
     #[arg(long)]

@@ -165,7 +165,7 @@ proptest! {
         for op in ops {
             match op {
                 Op::Request(k, size) => { request(&mut c, &format!("/{k}"), size); }
-                Op::Invalidate(k) => c.invalidate(&format!("/{k}")),
+                Op::Invalidate(k) => { c.invalidate(&format!("/{k}")); }
             }
             prop_assert!(c.used_bytes() <= capacity);
             if let Err(e) = c.audit() { prop_assert!(false, "{}", e); }

@@ -470,6 +470,13 @@ async fn purge_by_url_and_surrogate_key_needs_the_token() {
             .status,
         200
     );
+    // Nothing left to purge: 404, as Varnish and Squid answer.
+    assert_eq!(
+        send(p, "PURGE", "/p1", &[("authorization", "Bearer secret")])
+            .await
+            .status,
+        404
+    );
     assert!(get(p, "/p1", &[]).await.cache_status().contains("uri-miss"));
     assert!(get(p, "/p2", &[]).await.cache_status().contains("hit"));
     let tag = send(

@@ -58,7 +58,18 @@ fn bad_configs_get_clear_errors() {
 
 #[test]
 fn demo_starts_and_answers() {
-    let node = start(&["demo", "--listen", "127.0.0.1:0"], "site:");
+    // Its files in a directory the test removes (a killed demo cannot clean up).
+    let files = tempfile::tempdir().expect("tempdir");
+    let node = start(
+        &[
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--site-dir",
+            files.path().to_str().expect("utf-8"),
+        ],
+        "site:",
+    );
     let home = get(node.addr, "/");
     assert_eq!(home.status, 200);
     assert!(String::from_utf8_lossy(&home.body).contains("slipstream demo site"));
@@ -212,4 +223,104 @@ fn sim_reports_malformed_scenarios_by_file_line_and_field() {
         &["sim", scenario.to_str().expect("utf-8")],
         "bad.toml:3: topology.delay: `soon` is not a delay",
     );
+}
+
+#[test]
+fn a_taken_port_is_reported_once_with_its_cause() {
+    let www = crate::support::site();
+    let first = crate::support::serve(www.path(), &[]);
+    let out = crate::support::bin()
+        .args(["serve", www.path().to_str().expect("utf-8"), "--listen"])
+        .arg(first.addr.to_string())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("cannot listen on {}", first.addr)),
+        "{err}"
+    );
+    assert_eq!(err.matches("Address already in use").count(), 1, "{err}");
+}
+
+#[test]
+fn listen_takes_a_host_name_and_a_bare_port() {
+    let www = crate::support::site();
+    let dir = www.path().to_str().expect("utf-8");
+    let named = start(
+        &["serve", dir, "--listen", "localhost:0"],
+        "slipstream serve:",
+    );
+    assert!(named.addr.ip().is_loopback());
+    assert_eq!(get(named.addr, "/hello.txt").status, 200);
+    let any = start(&["serve", dir, "--listen", ":0"], "slipstream serve:");
+    assert!(any.addr.ip().is_unspecified());
+}
+
+#[test]
+fn logs_written_to_a_file_carry_no_colour_codes() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let log = tempfile::NamedTempFile::new().expect("log file");
+    let mut child = crate::support::bin()
+        .args(["proxy", "--listen", "127.0.0.1:0", "--origin"])
+        .arg(format!("http://{dead}"))
+        .env("SLIPSTREAM_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(log.reopen().expect("reopen"))
+        .spawn()
+        .expect("start");
+    let stdout = child.stdout.take().expect("stdout");
+    let line = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .next()
+        .expect("a line")
+        .expect("utf-8");
+    let addr: std::net::SocketAddr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .expect("address");
+    assert_eq!(get(addr, "/x").status, 502);
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(log.path()).expect("read log");
+    assert!(text.contains("upstream failed"), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+}
+
+#[test]
+fn bench_exits_1_when_every_request_failed() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let out = crate::support::bin()
+        .args([
+            "bench",
+            &format!("http://{dead}/"),
+            "--requests",
+            "3",
+            "--quiet",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("every request failed"));
+}
+
+#[test]
+fn the_demo_removes_its_files_when_stopped() {
+    let mut node = start(&["demo", "--listen", "127.0.0.1:0"], "site:");
+    let files = std::env::temp_dir().join(format!("slipstream-demo-{}", node.child.id()));
+    assert!(files.join("index.html").exists());
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &node.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    assert_eq!(node.child.wait().expect("wait").code(), Some(0));
+    assert!(!files.exists(), "{} left behind", files.display());
 }

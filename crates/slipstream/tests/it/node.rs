@@ -105,6 +105,9 @@ fn bad_config_files_and_overrides_are_refused_with_what_and_where() {
     );
     let e = run(&field, &[]);
     assert!(e.contains("line 5") && e.contains("not a size"), "{e}");
+    let policy = write_config(conf.path(), "[proxy]\n\n[proxy.cache]\npolicy = \"lfu2\"\n");
+    let e = run(&policy, &[]);
+    assert!(e.contains("line 4") && e.contains("lfu2"), "{e}");
     // If an override were accepted the proxy would run: every case must fail fast instead.
     let ok = write_config(
         conf.path(),

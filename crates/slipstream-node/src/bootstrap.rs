@@ -158,6 +158,45 @@ pub fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
     b.enable_all().build()
 }
 
+/// What a signal asks of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// SIGTERM or SIGINT (Ctrl-C): drain and exit.
+    Stop,
+    /// SIGHUP: read the config again.
+    Reload,
+}
+
+/// The signals a running node answers, registered once for its whole life (a signal that
+/// arrives between two waits is kept, not lost).
+#[derive(Debug)]
+pub struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Takes over SIGTERM, SIGINT and SIGHUP (so SIGHUP no longer ends the process).
+    pub fn new() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next signal.
+    pub async fn next(&mut self) -> Asked {
+        tokio::select! {
+            _ = self.term.recv() => Asked::Stop,
+            _ = self.int.recv() => Asked::Stop,
+            _ = self.hup.recv() => Asked::Reload,
+        }
+    }
+}
+
 /// Completes on Ctrl-C (SIGINT) or SIGTERM, the signal service managers send.
 pub async fn shutdown_signal() -> std::io::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

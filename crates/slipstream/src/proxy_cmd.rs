@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use slipstream_node::bootstrap::Running;
+use slipstream_node::bootstrap::{Asked, Running};
 use slipstream_node::config::{self, ConfigFile, Override, Overrides};
 use slipstream_node::Node;
 use slipstream_proxy::{Config, Proxy};
@@ -110,22 +110,60 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let settings = args.config()?.validate()?;
     crate::serve::runtime(settings.workers)?.block_on(async move {
         let drain = settings.drain;
-        let running = start(settings).await?;
-        crate::serve::shutdown_signal().await?;
+        let mut signals = crate::serve::signals()?;
+        let (running, proxy) = start(settings).await?;
+        while signals.next().await == Asked::Reload {
+            reload(&args, &proxy);
+        }
         crate::serve::stop(running, drain).await;
         Ok(())
     })
 }
 
+/// SIGHUP: reads the config again (file and flags). Parents and origins change at once, with
+/// the connections and what selection learnt about endpoints that stay; the cache is kept. A
+/// config that does not validate is refused and the proxy runs on unchanged.
+fn reload(args: &Args, proxy: &Proxy) {
+    let new = match args.config().and_then(|c| Ok(c.validate()?)) {
+        Ok(new) => new,
+        Err(e) => {
+            eprintln!("reload refused, running on unchanged: {e:#}");
+            return;
+        }
+    };
+    proxy.set_parents(&new.parents);
+    proxy.set_origins(&new.origins);
+    let old = proxy.settings();
+    let mut rest = new.clone();
+    rest.parents = old.parents.clone();
+    rest.origins = old.origins.clone();
+    rest.origin = old.origin.clone();
+    let list = |v: &[http::uri::Authority]| {
+        v.iter()
+            .map(|a| format!("http://{a}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "reloaded: parents [{}], origins [{}]",
+        list(&new.parents),
+        list(&new.origins)
+    );
+    if format!("{rest:?}") != format!("{old:?}") {
+        eprintln!("reload: changes other than parents and origins take effect at the next start");
+    }
+}
+
 /// Binds and starts the proxy in the background of the current runtime; prints its address.
-pub async fn start(settings: slipstream_proxy::Settings) -> anyhow::Result<Running> {
+pub async fn start(settings: slipstream_proxy::Settings) -> anyhow::Result<(Running, Proxy)> {
     let (name, origins, parents) = (
         settings.name.clone(),
         settings.origins.clone(),
         settings.parents.clone(),
     );
     let listen = settings.listen();
-    let running = Node::new(Proxy::new(settings)).start(&listen).await?;
+    let proxy = Proxy::new(settings);
+    let running = Node::new(proxy.clone()).start(&listen).await?;
     let addr = running.bound.addr;
     let mode = if origins.is_empty() {
         "forward proxy".to_owned()
@@ -143,7 +181,7 @@ pub async fn start(settings: slipstream_proxy::Settings) -> anyhow::Result<Runni
         }
     );
     println!("status: http://{addr}/_slipstream/status");
-    Ok(running)
+    Ok((running, proxy))
 }
 
 /// Binds and starts the proxy in the background of the current runtime, silently.

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use slipstream_node::bootstrap::{self, Running};
+use slipstream_node::bootstrap::{self, Asked, Running, Signals};
 use slipstream_node::config::{self, ConfigFile, Override, Overrides};
 use slipstream_node::Node;
 use slipstream_origin::{Config, Origin, Settings};
@@ -97,17 +97,32 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let settings = args.config()?.validate()?;
+    let args = &args;
     runtime(settings.workers)?.block_on(async move {
         let root = settings.root.clone();
         let drain = settings.drain;
+        let mut signals = signals()?;
         let server = start(settings).await?;
         let (scheme, addr) = (server.bound.scheme(), server.bound.addr);
         println!("slipstream serve: {} on {scheme}://{addr}/", root.display());
         println!("status: {scheme}://{addr}/_slipstream/status");
-        shutdown_signal().await?;
+        while signals.next().await == Asked::Reload {
+            match args.config().and_then(|c| Ok(c.validate()?)) {
+                // Nothing of `[serve]` changes at run time yet: say so rather than pretend.
+                Ok(_) => eprintln!(
+                    "reload: the config is valid; `serve` applies changes at the next start"
+                ),
+                Err(e) => eprintln!("reload: the config is not valid: {e:#}"),
+            }
+        }
         stop(server, drain).await;
         Ok(())
     })
+}
+
+/// The signals a running node answers.
+pub fn signals() -> anyhow::Result<Signals> {
+    Signals::new().context("installing the signal handlers")
 }
 
 /// A tokio runtime with `workers` threads (0 = one per core).

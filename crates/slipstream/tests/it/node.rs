@@ -296,3 +296,80 @@ fn sigterm_during_a_100_mb_download_completes_it_and_exits_0() {
     let exit = node.child.wait().expect("wait");
     assert_eq!(exit.code(), Some(0), "{exit:?}");
 }
+
+#[test]
+fn sighup_reloads_the_origins_under_load_without_a_failed_request() {
+    let (www1, www2) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    std::fs::write(www1.path().join("who.txt"), "one").expect("write");
+    std::fs::write(www2.path().join("who.txt"), "two").expect("write");
+    let one = crate::support::serve(www1.path(), &[]);
+    let two = crate::support::serve(www2.path(), &[]);
+    let conf = tempfile::tempdir().expect("tempdir");
+    let file = |origin: std::net::SocketAddr| {
+        format!(
+            "[proxy]\nlisten = \"127.0.0.1:0\"\norigin = \"http://{origin}\"\n\n[proxy.cache]\nenabled = false\n"
+        )
+    };
+    let config = write_config(conf.path(), &file(one.addr));
+    let mut proxy = start(
+        &["proxy", "--config", config.to_str().expect("utf-8")],
+        "slipstream proxy",
+    );
+    let addr = proxy.addr;
+
+    const CLIENTS: usize = 4;
+    const MAX_PER_CLIENT: usize = 3_000;
+    let done = Arc::new(AtomicUsize::new(0));
+    let from_two = Arc::new(AtomicUsize::new(0));
+    let (reload_now, reload_signal) = mpsc::channel();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let (done, from_two, reload_now) = (done.clone(), from_two.clone(), reload_now.clone());
+            std::thread::spawn(move || {
+                let mut failures = Vec::new();
+                for i in 0..MAX_PER_CLIENT {
+                    let r = get(addr, "/who.txt");
+                    match (r.status, r.body.as_slice()) {
+                        (200, b"one") => {}
+                        (200, b"two") => {
+                            from_two.fetch_add(1, Ordering::SeqCst);
+                        }
+                        _ => failures.push(format!("{} {:?}", r.status, r.body)),
+                    }
+                    if done.fetch_add(1, Ordering::SeqCst) + 1 == 100 {
+                        let _ = reload_now.send(());
+                    }
+                    // Enough requests after the reload took effect.
+                    if i >= 100 && from_two.load(Ordering::SeqCst) >= 50 {
+                        break;
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    drop(reload_now);
+    reload_signal.recv().expect("load under way");
+    std::fs::write(&config, file(two.addr)).expect("rewrite config");
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &proxy.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let failures: Vec<String> = clients
+        .into_iter()
+        .flat_map(|c| c.join().expect("client"))
+        .collect();
+    assert!(failures.is_empty(), "{failures:?}");
+    assert!(
+        from_two.load(Ordering::SeqCst) >= 50,
+        "the reloaded origin answers"
+    );
+    assert!(
+        proxy.child.try_wait().expect("wait").is_none(),
+        "still running"
+    );
+}

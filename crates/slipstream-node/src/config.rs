@@ -95,6 +95,15 @@ impl ConfigFile {
         Ok(ConfigFile { path, text, tables })
     }
 
+    /// The tables the file has, in the order of [`TABLES`].
+    pub fn tables(&self) -> Vec<&'static str> {
+        TABLES
+            .iter()
+            .copied()
+            .filter(|t| self.tables.contains_key(*t))
+            .collect()
+    }
+
     fn label(&self) -> String {
         self.path
             .as_ref()

@@ -3,6 +3,7 @@
 
 mod bench_cmd;
 mod cachesim_cmd;
+mod check_cmd;
 mod demo;
 mod experiment_cmd;
 mod proxy_cmd;
@@ -38,6 +39,8 @@ enum Command {
     Workload(workload_cmd::Args),
     /// Reproduce a paper's figures (JSON, SVG charts, markdown tables).
     Experiment(experiment_cmd::Args),
+    /// Check a node's config file without starting anything: file, line and field of each error.
+    CheckConfig(check_cmd::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -60,6 +63,7 @@ fn main() -> std::process::ExitCode {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Workload(args) => workload_cmd::run(args),
         Command::Experiment(args) => experiment_cmd::run(args),
+        Command::CheckConfig(args) => check_cmd::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

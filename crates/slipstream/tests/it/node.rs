@@ -373,3 +373,41 @@ fn sighup_reloads_the_origins_under_load_without_a_failed_request() {
         "still running"
     );
 }
+
+#[test]
+fn check_config_names_the_file_line_and_field_of_a_typo() {
+    let www = site();
+    let conf = tempfile::tempdir().expect("tempdir");
+    let check = |text: &str| {
+        let path = write_config(conf.path(), text);
+        let out = bin()
+            .args(["check-config", path.to_str().expect("utf-8")])
+            .output()
+            .expect("run");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let good = format!(
+        "[serve]\nroot = \"{}\"\n\n[proxy]\norigin = \"http://127.0.0.1:8080\"\n",
+        www.path().display()
+    );
+    let (code, out, _) = check(&good);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("ok ([serve], [proxy])"), "{out}");
+    let (code, _, err) = check("[proxy]\nname = \"edge\"\n\n[proxy.cache]\ncapacty_bytes = 5\n");
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("node.toml") && err.contains("line 5") && err.contains("capacty_bytes"),
+        "{err}"
+    );
+    // Checks that need more than the syntax: the served directory must exist.
+    let (code, _, err) = check("[serve]\nroot = \"/no/such/dir\"\n");
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("[serve]") && err.contains("/no/such/dir"),
+        "{err}"
+    );
+}

@@ -165,6 +165,8 @@ pub enum Asked {
     Stop,
     /// SIGHUP: read the config again.
     Reload,
+    /// SIGUSR1: open the log files again (after rotation).
+    Reopen,
 }
 
 /// The signals a running node answers, registered once for its whole life (a signal that
@@ -174,16 +176,19 @@ pub struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
 }
 
 impl Signals {
-    /// Takes over SIGTERM, SIGINT and SIGHUP (so SIGHUP no longer ends the process).
+    /// Takes over SIGTERM, SIGINT, SIGHUP and SIGUSR1 (so neither of the last two ends the
+    /// process any more).
     pub fn new() -> std::io::Result<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
         Ok(Signals {
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
             hup: signal(SignalKind::hangup())?,
+            usr1: signal(SignalKind::user_defined1())?,
         })
     }
 
@@ -193,6 +198,7 @@ impl Signals {
             _ = self.term.recv() => Asked::Stop,
             _ = self.int.recv() => Asked::Stop,
             _ = self.hup.recv() => Asked::Reload,
+            _ = self.usr1.recv() => Asked::Reopen,
         }
     }
 }

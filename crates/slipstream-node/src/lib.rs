@@ -12,8 +12,10 @@
 //!   context, so a capability adds behaviour by registering, not by editing the request path
 //!   (pingora's `ProxyHttp` model).
 //! - [`body`] and [`html`]: body filters, and a streaming HTML rewriter on `lol_html`.
+//! - [`access_log`]: the access log, a phase writing off the request path.
 //! - [`clock`]: the time request paths read, injected so tests run on tokio's paused clock.
 
+pub mod access_log;
 pub mod body;
 pub mod bootstrap;
 pub mod clock;

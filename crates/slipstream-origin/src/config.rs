@@ -45,6 +45,10 @@ pub struct Config {
     /// milliseconds (or `"30s"`). New connections are refused at once.
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub drain_timeout_ms: u64,
+    /// Append a line per request to this file (reopened on SIGUSR1, for log rotation).
+    pub access_log: Option<std::path::PathBuf>,
+    /// `combined` (Apache's and nginx's format) or `json` (with cache status and upstream).
+    pub access_log_format: slipstream_node::access_log::Format,
     /// A Cache-Control value sent with every file, e.g. `max-age=60` (none by default, which
     /// leaves caches to their heuristics).
     pub cache_control: Option<String>,
@@ -85,6 +89,8 @@ impl Default for Config {
             max_connections: 10_000,
             workers: 0,
             drain_timeout_ms: 30_000,
+            access_log: None,
+            access_log_format: slipstream_node::access_log::Format::Combined,
             cache_control: None,
         }
     }
@@ -151,6 +157,8 @@ pub struct Settings {
     pub workers: usize,
     /// How long a stopping node waits for requests in progress.
     pub drain: Duration,
+    /// The access log file and its format, if any.
+    pub access_log: Option<(std::path::PathBuf, slipstream_node::access_log::Format)>,
     /// Cache-Control sent with every file.
     pub cache_control: Option<http::HeaderValue>,
 }
@@ -235,6 +243,7 @@ impl Config {
             },
             workers: self.workers,
             drain: Duration::from_millis(self.drain_timeout_ms),
+            access_log: self.access_log.clone().map(|p| (p, self.access_log_format)),
             cache_control,
         })
     }

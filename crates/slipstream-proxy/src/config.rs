@@ -53,6 +53,10 @@ pub struct Config {
     /// milliseconds (or `"30s"`). New connections are refused at once.
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub drain_timeout_ms: u64,
+    /// Append a line per request to this file (reopened on SIGUSR1, for log rotation).
+    pub access_log: Option<std::path::PathBuf>,
+    /// `combined` (Apache's and nginx's format) or `json` (with cache status and upstream).
+    pub access_log_format: slipstream_node::access_log::Format,
     /// PEM certificate chain; with `tls_key`, clients connect over HTTPS (HTTP/2 and HTTP/1.1
     /// by ALPN).
     pub tls_cert: Option<std::path::PathBuf>,
@@ -106,6 +110,8 @@ impl Default for Config {
             max_header_bytes: 16 * 1024,
             workers: 0,
             drain_timeout_ms: 30_000,
+            access_log: None,
+            access_log_format: slipstream_node::access_log::Format::Combined,
             connect_ports: vec![443],
             tls_cert: None,
             tls_key: None,
@@ -191,6 +197,8 @@ pub struct Settings {
     pub workers: usize,
     /// How long a stopping node waits for requests in progress.
     pub drain: Duration,
+    /// The access log file and its format, if any.
+    pub access_log: Option<(std::path::PathBuf, slipstream_node::access_log::Format)>,
     /// Ports CONNECT may reach.
     pub connect_ports: Vec<u16>,
     /// Certificate and key, if clients use TLS.
@@ -313,6 +321,7 @@ impl Config {
             },
             workers: self.workers,
             drain: Duration::from_millis(self.drain_timeout_ms),
+            access_log: self.access_log.clone().map(|p| (p, self.access_log_format)),
             connect_ports: self.connect_ports.clone(),
             tls,
         })

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use slipstream_node::access_log::AccessLog;
 use slipstream_node::bootstrap::{Asked, Running};
 use slipstream_node::config::{self, ConfigFile, Override, Overrides};
 use slipstream_node::Node;
@@ -111,9 +112,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     crate::serve::runtime(settings.workers)?.block_on(async move {
         let drain = settings.drain;
         let mut signals = crate::serve::signals()?;
-        let (running, proxy) = start(settings).await?;
-        while signals.next().await == Asked::Reload {
-            reload(&args, &proxy);
+        let log = crate::serve::access_log(&settings.access_log)?;
+        let (running, proxy) = start_with(settings, log.clone()).await?;
+        loop {
+            match signals.next().await {
+                Asked::Stop => break,
+                Asked::Reload => reload(&args, &proxy),
+                Asked::Reopen => crate::serve::reopen(log.as_ref()),
+            }
         }
         crate::serve::stop(running, drain).await;
         Ok(())
@@ -154,15 +160,23 @@ fn reload(args: &Args, proxy: &Proxy) {
     }
 }
 
-/// Binds and starts the proxy in the background of the current runtime; prints its address.
-pub async fn start(settings: slipstream_proxy::Settings) -> anyhow::Result<(Running, Proxy)> {
+/// Binds and starts the proxy in the background of the current runtime, with an access log if
+/// one is given; prints its address.
+async fn start_with(
+    settings: slipstream_proxy::Settings,
+    log: Option<AccessLog>,
+) -> anyhow::Result<(Running, Proxy)> {
     let (name, origins, parents) = (
         settings.name.clone(),
         settings.origins.clone(),
         settings.parents.clone(),
     );
     let listen = settings.listen();
-    let proxy = Proxy::new(settings);
+    let mut builder = Proxy::builder(settings);
+    if let Some(log) = log {
+        builder = builder.phase(log);
+    }
+    let proxy = builder.build();
     let running = Node::new(proxy.clone()).start(&listen).await?;
     let addr = running.bound.addr;
     let mode = if origins.is_empty() {

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use slipstream_node::access_log::{self, AccessLog};
 use slipstream_node::bootstrap::{self, Asked, Running, Signals};
 use slipstream_node::config::{self, ConfigFile, Override, Overrides};
 use slipstream_node::Node;
@@ -102,17 +103,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let root = settings.root.clone();
         let drain = settings.drain;
         let mut signals = signals()?;
-        let server = start(settings).await?;
+        let log = access_log(&settings.access_log)?;
+        let server = start_with(settings, log.clone()).await?;
         let (scheme, addr) = (server.bound.scheme(), server.bound.addr);
         println!("slipstream serve: {} on {scheme}://{addr}/", root.display());
         println!("status: {scheme}://{addr}/_slipstream/status");
-        while signals.next().await == Asked::Reload {
-            match args.config().and_then(|c| Ok(c.validate()?)) {
-                // Nothing of `[serve]` changes at run time yet: say so rather than pretend.
-                Ok(_) => eprintln!(
-                    "reload: the config is valid; `serve` applies changes at the next start"
-                ),
-                Err(e) => eprintln!("reload: the config is not valid: {e:#}"),
+        loop {
+            match signals.next().await {
+                Asked::Stop => break,
+                Asked::Reopen => reopen(log.as_ref()),
+                Asked::Reload => match args.config().and_then(|c| Ok(c.validate()?)) {
+                    // Nothing of `[serve]` changes at run time yet: say so rather than pretend.
+                    Ok(_) => eprintln!(
+                        "reload: the config is valid; `serve` applies changes at the next start"
+                    ),
+                    Err(e) => eprintln!("reload: the config is not valid: {e:#}"),
+                },
             }
         }
         stop(server, drain).await;
@@ -132,11 +138,41 @@ pub fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// Binds and starts serving in the background of the current runtime.
 pub async fn start(settings: Settings) -> anyhow::Result<Running> {
+    start_with(settings, None).await
+}
+
+/// [`start`], with an access log.
+async fn start_with(settings: Settings, log: Option<AccessLog>) -> anyhow::Result<Running> {
     let listen = settings.listen();
-    Node::new(Origin::new(settings))
+    let mut origin = Origin::builder(settings);
+    if let Some(log) = log {
+        origin = origin.phase(log);
+    }
+    Node::new(origin.build())
         .start(&listen)
         .await
         .map_err(anyhow::Error::from)
+}
+
+/// Opens the access log a node's settings name, if any.
+pub fn access_log(
+    setting: &Option<(std::path::PathBuf, access_log::Format)>,
+) -> anyhow::Result<Option<AccessLog>> {
+    setting
+        .as_ref()
+        .map(|(path, format)| {
+            AccessLog::open(path, *format, slipstream_node::Clock::System)
+                .with_context(|| format!("cannot open the access log {}", path.display()))
+        })
+        .transpose()
+}
+
+/// SIGUSR1: the access log is opened again (after rotation).
+pub fn reopen(log: Option<&AccessLog>) {
+    if let Some(log) = log {
+        log.reopen();
+        eprintln!("reopened the access log");
+    }
 }
 
 /// Stops a node: new connections are refused, requests in progress finish (for at most

@@ -411,3 +411,93 @@ fn check_config_names_the_file_line_and_field_of_a_typo() {
         "{err}"
     );
 }
+
+/// Stops a node with SIGTERM and waits for its exit status.
+fn terminate(node: &mut Node) -> Option<i32> {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &node.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    node.child.wait().expect("wait").code()
+}
+
+#[test]
+fn access_logs_have_a_line_per_request_in_both_formats() {
+    let www = site();
+    let logs = tempfile::tempdir().expect("tempdir");
+    let (combined, json) = (
+        logs.path().join("origin.log"),
+        logs.path().join("proxy.log"),
+    );
+    let mut origin = crate::support::serve(
+        www.path(),
+        &[
+            "--cache-control",
+            "max-age=60",
+            "--set",
+            &format!("serve.access_log=\"{}\"", combined.display()),
+        ],
+    );
+    let origin_url = format!("http://{}", origin.addr);
+    let mut proxy = start(
+        &[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--origin",
+            &origin_url,
+            "--set",
+            &format!("proxy.access_log=\"{}\"", json.display()),
+            "--set",
+            "proxy.access_log_format=json",
+        ],
+        "slipstream proxy",
+    );
+    for _ in 0..2 {
+        assert_eq!(get(proxy.addr, "/hello.txt").status, 200);
+    }
+    assert_eq!(get(proxy.addr, "/missing").status, 404);
+    // Stopping flushes the logs.
+    assert_eq!(terminate(&mut proxy), Some(0));
+    assert_eq!(terminate(&mut origin), Some(0));
+
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .expect("proxy log")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["method"], "GET");
+    assert_eq!(lines[0]["target"], "/hello.txt");
+    assert_eq!(lines[0]["status"], 200);
+    assert_eq!(lines[0]["bytes"], 13);
+    assert_eq!(lines[0]["upstream"], origin.addr.to_string());
+    assert!(
+        lines[0]["cache"]
+            .as_str()
+            .is_some_and(|c| c.contains("miss")),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1]["cache"]
+            .as_str()
+            .is_some_and(|c| c.contains("hit")),
+        "{lines:?}"
+    );
+    assert_eq!(lines[2]["status"], 404);
+
+    // The origin saw the proxy's two misses (the hit never reached it).
+    let text = std::fs::read_to_string(&combined).expect("origin log");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("127.0.0.1 - - ["), "{text}");
+    assert!(
+        lines[0].contains("\"GET /hello.txt HTTP/1.1\" 200 13 \"-\" \""),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("\"GET /missing HTTP/1.1\" 404 "),
+        "{text}"
+    );
+}

@@ -115,8 +115,24 @@ impl<S: Service> Node<S> {
     }
 }
 
+/// RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without a Host field, and to
+/// any request with more than one.
+fn host_problem<B>(req: &Request<B>) -> Option<&'static str> {
+    let mut hosts = req.headers().get_all(http::header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => Some("more than one Host field (RFC 9112 §3.2)"),
+        (None, _) if req.version() == http::Version::HTTP_11 => {
+            Some("an HTTP/1.1 request needs a Host field (RFC 9112 §3.2)")
+        }
+        _ => None,
+    }
+}
+
 impl<S: Service> slipstream_http::listen::Handler for Node<S> {
     async fn call(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        if let Some(problem) = host_problem(&req) {
+            return respond::text(http::StatusCode::BAD_REQUEST, problem);
+        }
         if self.service.is_control(&req) {
             return self.router.handle(req).await;
         }

@@ -49,6 +49,9 @@ pub struct Config {
     pub access_log: Option<std::path::PathBuf>,
     /// `combined` (Apache's and nginx's format) or `json` (with cache status and upstream).
     pub access_log_format: slipstream_node::access_log::Format,
+    /// Serve hidden files and directories (`.env`, `.git/`); off by default, when they answer
+    /// 404 (`.well-known/` is always served).
+    pub serve_hidden: bool,
     /// A Cache-Control value sent with every file, e.g. `max-age=60` (none by default, which
     /// leaves caches to their heuristics).
     pub cache_control: Option<String>,
@@ -92,6 +95,7 @@ impl Default for Config {
             access_log: None,
             access_log_format: slipstream_node::access_log::Format::Combined,
             cache_control: None,
+            serve_hidden: false,
         }
     }
 }
@@ -161,6 +165,8 @@ pub struct Settings {
     pub access_log: Option<(std::path::PathBuf, slipstream_node::access_log::Format)>,
     /// Cache-Control sent with every file.
     pub cache_control: Option<http::HeaderValue>,
+    /// Whether hidden files are served.
+    pub serve_hidden: bool,
 }
 
 impl Settings {
@@ -245,6 +251,7 @@ impl Config {
             drain: Duration::from_millis(self.drain_timeout_ms),
             access_log: self.access_log.clone().map(|p| (p, self.access_log_format)),
             cache_control,
+            serve_hidden: self.serve_hidden,
         })
     }
 }

@@ -128,6 +128,10 @@ impl Origin {
             Ok(key) => key,
             Err(refusal) => return refused(refusal),
         };
+        if !self.settings.serve_hidden && resolve::hidden(&key) {
+            // Dotfiles (`.env`, `.git/`) are often secrets left in a site's directory.
+            return refused(Refusal::NotFound);
+        }
         let (entry, hit) = match self.lookup(&key).await {
             Ok(found) => found,
             Err(Lookup::Refused(refusal)) => return refused(refusal),

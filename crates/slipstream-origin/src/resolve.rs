@@ -53,6 +53,15 @@ pub fn normalise(raw: &str) -> Result<Cow<'_, str>, Refusal> {
     Ok(Cow::Owned(key))
 }
 
+/// Whether a normalised key names a hidden file or directory (a segment starting with `.`,
+/// such as `/.env` or `/.git/config`), other than `/.well-known/` (RFC 8615).
+pub fn hidden(key: &str) -> bool {
+    key.contains("/.")
+        && key
+            .split('/')
+            .any(|seg| seg.starts_with('.') && seg != ".well-known")
+}
+
 /// Whether `raw` needs no decoding or normalising: no escapes, no NUL, no empty, `.` or `..`
 /// segments (a trailing `/` is kept either way).
 fn is_normal(raw: &str) -> bool {
@@ -111,6 +120,16 @@ pub fn find(root: &Path, key: &str) -> Result<Found, Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hidden_paths_are_those_with_a_dot_segment_but_well_known() {
+        assert!(hidden("/.env"));
+        assert!(hidden("/.git/config"));
+        assert!(hidden("/a/.htpasswd"));
+        assert!(!hidden("/.well-known/security.txt"));
+        assert!(!hidden("/a.b/c.html"));
+        assert!(!hidden("/"));
+    }
 
     #[test]
     fn normalisation() {

@@ -64,15 +64,30 @@ pub(crate) fn finish_forwarded(inner: &Inner, response: &mut Response<Body>, sta
     status.apply(response.headers_mut(), &inner.settings.name);
 }
 
-/// 502 or 504 naming the failure; the cause chain goes to the log.
+/// 502 or 504 saying what kind of failure it was. Which upstream failed, and how, goes to the
+/// log only: a client is not told the addresses behind the proxy nor its HTTP stack's errors.
 pub(crate) fn upstream_error(inner: &Inner, e: &UpstreamError) -> Response<Body> {
     inner.metrics.upstream_error(e);
     tracing::warn!(error = %e.chain(), "answering with an upstream error");
-    let status = match e {
-        UpstreamError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-        _ => StatusCode::BAD_GATEWAY,
+    let (status, message) = match e {
+        UpstreamError::Timeout { .. } => (
+            StatusCode::GATEWAY_TIMEOUT,
+            "gateway timeout: the upstream server did not answer in time",
+        ),
+        UpstreamError::Connect { .. } => (
+            StatusCode::BAD_GATEWAY,
+            "bad gateway: the proxy could not connect to the upstream server",
+        ),
+        UpstreamError::Protocol { .. } => (
+            StatusCode::BAD_GATEWAY,
+            "bad gateway: the upstream server sent an invalid or incomplete response",
+        ),
+        UpstreamError::NoUpstream => (
+            StatusCode::BAD_GATEWAY,
+            "bad gateway: no upstream server to send the request to",
+        ),
     };
-    let mut r = text(status, &e.to_string());
+    let mut r = text(status, message);
     Status {
         fwd: Some("uri-miss"),
         detail: Some("upstream-error"),

@@ -558,3 +558,44 @@ async fn h2c_prior_knowledge() {
     assert_eq!(&body[..], &large()[10..20]);
     let _ = support::bin;
 }
+
+#[test]
+fn rfc9112_s3_2_a_missing_or_repeated_host_is_a_400() {
+    let www = site();
+    let node = serve(www.path(), &[]);
+    let none = raw(
+        node.addr,
+        b"GET /hello.txt HTTP/1.1\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(none.status, 400);
+    let two = raw(
+        node.addr,
+        b"GET /hello.txt HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(two.status, 400);
+    // HTTP/1.0 may leave Host out.
+    let old = raw(node.addr, b"GET /hello.txt HTTP/1.0\r\n\r\n");
+    assert_eq!(old.status, 200);
+}
+
+#[test]
+fn hidden_files_are_not_served_unless_asked_for() {
+    let www = site();
+    std::fs::write(www.path().join(".env"), "SECRET=1").expect("write");
+    std::fs::create_dir_all(www.path().join(".git")).expect("mkdir");
+    std::fs::write(www.path().join(".git/config"), "[core]").expect("write");
+    std::fs::create_dir_all(www.path().join(".well-known")).expect("mkdir");
+    std::fs::write(www.path().join(".well-known/security.txt"), "Contact: x").expect("write");
+    let node = serve(www.path(), &[]);
+    for path in ["/.env", "/.git/config", "/%2eenv", "/a/../.env"] {
+        let r = get(node.addr, path);
+        assert!(r.status == 404 || r.status == 403, "{path}: {}", r.status);
+        assert!(
+            !String::from_utf8_lossy(&r.body).contains("SECRET"),
+            "{path}"
+        );
+    }
+    assert_eq!(get(node.addr, "/.well-known/security.txt").status, 200);
+    let open = serve(www.path(), &["--set", "serve.serve_hidden=true"]);
+    assert_eq!(get(open.addr, "/.env").body, b"SECRET=1");
+}

@@ -46,6 +46,9 @@ pub struct Limits {
     pub max_connections: usize,
     /// Concurrent streams per HTTP/2 connection.
     pub max_concurrent_streams: u32,
+    /// Connections from one IP address at once; more are closed as they arrive, so one client
+    /// cannot take every connection slot.
+    pub max_connections_per_ip: usize,
 }
 
 impl Default for Limits {
@@ -56,6 +59,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             max_concurrent_streams: 256,
+            max_connections_per_ip: 1_000,
         }
     }
 }
@@ -153,6 +157,7 @@ pub async fn serve<H: Handler>(
         .max_concurrent_streams(limits.max_concurrent_streams);
     let builder = Arc::new(builder);
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_ip = PerIp::new(limits.max_connections_per_ip);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -175,10 +180,29 @@ pub async fn serve<H: Handler>(
                 }
             },
         };
+        let Some(ip_slot) = per_ip.take(peer.ip()) else {
+            tracing::debug!(%peer, "connection refused: too many from this address");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let (builder, handler, tls) = (builder.clone(), handler.clone(), tls.clone());
         let watcher = graceful.watcher();
         tokio::spawn(async move {
+            let _ip_slot = ip_slot;
+            // A connection that sends nothing is closed after the header deadline: hyper's own
+            // deadline starts only at the first byte.
+            if tls.is_none() {
+                let mut first = [0u8; 1];
+                match tokio::time::timeout(limits.header_read_timeout, stream.peek(&mut first))
+                    .await
+                {
+                    Ok(Ok(n)) if n > 0 => {}
+                    _ => {
+                        tracing::debug!(%peer, "closed: nothing sent before the header deadline");
+                        return;
+                    }
+                }
+            }
             let service = hyper::service::service_fn(move |req| {
                 let handler = handler.clone();
                 async move { Ok::<_, std::convert::Infallible>(handler.call(req, peer).await) }
@@ -221,6 +245,54 @@ pub async fn serve<H: Handler>(
         Err(_) => {
             tracing::warn!(deadline = ?drain, "drain deadline passed with connections open");
             open.max(1)
+        }
+    }
+}
+
+/// Connections per client address, bounded.
+#[derive(Clone)]
+struct PerIp {
+    max: usize,
+    open: Arc<parking_lot::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+}
+
+/// One connection's place in [`PerIp`]; released on drop.
+struct IpSlot {
+    ip: std::net::IpAddr,
+    open: Arc<parking_lot::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+}
+
+impl PerIp {
+    fn new(max: usize) -> PerIp {
+        PerIp {
+            max: max.max(1),
+            open: Arc::default(),
+        }
+    }
+
+    /// A slot for a connection from `ip`, or `None` when it has `max` open already.
+    fn take(&self, ip: std::net::IpAddr) -> Option<IpSlot> {
+        let mut open = self.open.lock();
+        let n = open.entry(ip).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot {
+            ip,
+            open: self.open.clone(),
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock();
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
         }
     }
 }
@@ -331,5 +403,86 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<T> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    #[derive(Debug)]
+    struct Ok200;
+
+    impl Handler for Ok200 {
+        async fn call(&self, _req: Request<Incoming>, _peer: SocketAddr) -> Response<Body> {
+            Response::new(Body::full("ok"))
+        }
+    }
+
+    async fn start(limits: Limits) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(serve(
+            listener,
+            None,
+            limits,
+            Arc::new(Ok200),
+            std::future::pending(),
+            Duration::from_secs(1),
+        ));
+        addr
+    }
+
+    /// Reads until the server closes; the bytes read.
+    async fn until_closed(s: &mut tokio::net::TcpStream) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        out
+    }
+
+    async fn get_from(local: &str, addr: SocketAddr) -> Vec<u8> {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(format!("{local}:0").parse().expect("local"))
+            .expect("bind");
+        let mut s = socket.connect(addr).await.expect("connect");
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("write");
+        until_closed(&mut s).await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_sends_nothing_is_closed_at_the_header_deadline() {
+        let limits = Limits::default();
+        let addr = start(limits).await;
+        let t0 = tokio::time::Instant::now();
+        let mut silent = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        assert!(until_closed(&mut silent).await.is_empty());
+        let held = t0.elapsed();
+        assert!(
+            held >= limits.header_read_timeout && held < limits.idle_timeout,
+            "held {held:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_address_cannot_take_every_connection() {
+        let addr = start(Limits {
+            max_connections_per_ip: 2,
+            ..Limits::default()
+        })
+        .await;
+        let _a = tokio::net::TcpStream::connect(addr).await.expect("a");
+        let _b = tokio::net::TcpStream::connect(addr).await.expect("b");
+        let t0 = tokio::time::Instant::now();
+        let mut third = tokio::net::TcpStream::connect(addr).await.expect("c");
+        assert!(until_closed(&mut third).await.is_empty());
+        assert!(t0.elapsed() < Duration::from_secs(1), "closed at once");
+        // Another address is served.
+        let answer = get_from("127.0.0.2", addr).await;
+        assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
     }
 }

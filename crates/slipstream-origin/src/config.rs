@@ -39,6 +39,8 @@ pub struct Config {
     pub idle_timeout_ms: u64,
     /// Connections served at once.
     pub max_connections: usize,
+    /// Connections from one IP address at once; more are closed as they arrive.
+    pub max_connections_per_ip: usize,
     /// Worker threads; 0 means one per core.
     pub workers: usize,
     /// On SIGTERM or Ctrl-C, how long to wait for requests in progress before exiting, in
@@ -90,6 +92,7 @@ impl Default for Config {
             header_read_timeout_ms: 10_000,
             idle_timeout_ms: 60_000,
             max_connections: 10_000,
+            max_connections_per_ip: 1_000,
             workers: 0,
             drain_timeout_ms: 30_000,
             access_log: None,
@@ -245,6 +248,7 @@ impl Config {
                 header_read_timeout: Duration::from_millis(self.header_read_timeout_ms.max(1)),
                 idle_timeout: Duration::from_millis(self.idle_timeout_ms.max(1)),
                 max_connections: self.max_connections,
+                max_connections_per_ip: self.max_connections_per_ip.max(1),
                 ..Limits::default()
             },
             workers: self.workers,

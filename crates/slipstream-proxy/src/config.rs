@@ -47,6 +47,10 @@ pub struct Config {
     /// Largest request head in bytes (or `"16KiB"`).
     #[serde(deserialize_with = "slipstream_units::de::bytes_usize")]
     pub max_header_bytes: usize,
+    /// Client connections served at once; further clients wait in the kernel's accept queue.
+    pub max_connections: usize,
+    /// Client connections from one IP address at once; more are closed as they arrive.
+    pub max_connections_per_ip: usize,
     /// Worker threads; 0 means one per core.
     pub workers: usize,
     /// On SIGTERM or Ctrl-C, how long to wait for requests in progress before exiting, in
@@ -109,6 +113,8 @@ impl Default for Config {
             purge_token: None,
             max_header_bytes: 16 * 1024,
             workers: 0,
+            max_connections: 10_000,
+            max_connections_per_ip: 1_000,
             drain_timeout_ms: 30_000,
             access_log: None,
             access_log_format: slipstream_node::access_log::Format::Combined,
@@ -317,6 +323,8 @@ impl Config {
             purge_token: self.purge_token.clone().filter(|t| !t.is_empty()),
             limits: Limits {
                 max_header_bytes: self.max_header_bytes,
+                max_connections: self.max_connections.max(1),
+                max_connections_per_ip: self.max_connections_per_ip.max(1),
                 ..Limits::default()
             },
             workers: self.workers,

@@ -203,6 +203,37 @@ where
         self.stats
     }
 
+    /// Objects the cache keeps a header for (cached, in the free list, or only counted).
+    pub fn tracked(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Forgets `key`'s header if it holds no data: for a request that named nothing servable
+    /// (a 404, say), so that requests for made-up URLs leave nothing behind. Returns whether a
+    /// header was forgotten.
+    pub fn forget<Q>(&mut self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let Some(id) = self.index.get(key).copied() else {
+            return false;
+        };
+        let absent = matches!(
+            self.slots[id as usize],
+            Some(Slot {
+                state: State::Absent,
+                ..
+            })
+        );
+        if absent {
+            self.slots[id as usize] = None;
+            self.index.remove(key);
+            self.vacant.push(id);
+        }
+        absent
+    }
+
     /// Number of cached entries.
     pub fn len(&self) -> usize {
         self.slots

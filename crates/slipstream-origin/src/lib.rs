@@ -134,8 +134,12 @@ impl Origin {
         }
         let (entry, hit) = match self.lookup(&key).await {
             Ok(found) => found,
-            Err(Lookup::Refused(refusal)) => return refused(refusal),
+            Err(Lookup::Refused(refusal)) => {
+                self.forget(&key);
+                return refused(refusal);
+            }
             Err(Lookup::Redirect) => {
+                self.forget(&key);
                 let mut location = format!("{path}/");
                 if let Some(q) = req.uri().query() {
                     location.push('?');
@@ -190,6 +194,14 @@ impl Origin {
                 self.metrics.miss();
                 self.load(key, true).await.map(miss)
             }
+        }
+    }
+
+    /// Forgets what the cache counted for a key that names no file, so that requests for
+    /// made-up paths leave nothing behind.
+    fn forget(&self, key: &str) {
+        if let Some(cache) = &self.cache {
+            cache.lock().forget(key);
         }
     }
 

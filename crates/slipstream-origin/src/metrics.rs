@@ -65,6 +65,11 @@ impl Metrics {
                 c.config().capacity_bytes as f64
             });
             gauge(
+                "slipstream_cache_tracked_objects",
+                "Objects the cache keeps a header for (frequency counts included).",
+                |c| c.tracked() as f64,
+            );
+            gauge(
                 "slipstream_cache_free_list_bytes",
                 "Bytes held by the free list (002 §4.1.5).",
                 |c| c.free_list_bytes() as f64,

@@ -160,7 +160,10 @@ async fn fetch(
     let sent = up.clone();
     let response = match inner.upstreams.send(ctx, &inner.phases, up, None).await {
         Ok(response) => response,
-        Err(e) => return (upstream_error(inner, &e), None),
+        Err(e) => {
+            forget(inner, key);
+            return (upstream_error(inner, &e), None);
+        }
     };
     status.fwd_status = Some(response.status().as_u16());
     let (mut res_parts, body) = response.into_parts();
@@ -205,6 +208,7 @@ async fn fetch(
         length.is_none_or(fits),
     ) else {
         inner.metrics.miss(0);
+        forget(inner, key);
         return (passthrough(inner, res_parts, body, status), None);
     };
     // Store: read the whole body, within the size bound and the per-chunk timeout.
@@ -224,7 +228,10 @@ async fn fetch(
             finish_forwarded(inner, &mut r, status);
             return (r, None);
         }
-        Err(e) => return (upstream_error(inner, &e), None),
+        Err(e) => {
+            forget(inner, key);
+            return (upstream_error(inner, &e), None);
+        }
     };
     inner.metrics.miss(body.len());
     let mut stored_headers = res_parts.headers.clone();
@@ -256,6 +263,15 @@ async fn fetch(
     )
 }
 
+/// Forgets what the store counted for `key` when its response could not be stored at all (an
+/// error, a 404, `no-store`), so that requests for made-up URLs leave nothing behind. A response
+/// the admission rule refused keeps its count.
+fn forget(inner: &Inner, key: &str) {
+    if let Some(store) = &inner.store {
+        store.forget(key);
+    }
+}
+
 /// The caching rules for a response, or `None` when this proxy must not store it: RFC 9111's
 /// rules, and one of ours. A response that sets a cookie is not stored even when RFC 9111 would
 /// allow it, because a shared cache would hand one user's cookie to others (Varnish's default
@@ -269,7 +285,23 @@ fn policy_for(
     if res.headers.contains_key(http::header::SET_COOKIE) {
         return None;
     }
-    rfc9111::Policy::new(sent, res, now, &inner.rules)
+    let policy = rfc9111::Policy::new(sent, res, now, &inner.rules)?;
+    // Stale on arrival, with no validator and no permission to serve it stale: every later
+    // request would fetch it whole again, so keeping it only costs memory (a 404 for a
+    // made-up URL, typically). RFC 9111 lets a cache decline to store anything.
+    let may_serve_stale = res
+        .headers
+        .get_all(http::header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("stale-"));
+    if policy.time_to_live(now).is_zero()
+        && !partial::has_validator(&res.headers)
+        && !may_serve_stale
+    {
+        return None;
+    }
+    Some(policy)
 }
 
 /// RFC 9111 §4.3: a conditional request for a stored response that must be validated.

@@ -111,6 +111,17 @@ impl Metrics {
         );
         let w = weak.clone();
         self.registry.gauge(
+            "slipstream_cache_tracked_objects",
+            "Objects the cache keeps a header for (frequency counts included).",
+            &[],
+            move || {
+                w.upgrade()
+                    .and_then(|i| i.store.as_ref().map(|s| s.tracked() as f64))
+                    .unwrap_or(0.0)
+            },
+        );
+        let w = weak.clone();
+        self.registry.gauge(
             "slipstream_collapsed_in_flight",
             "Upstream fetches other requests are waiting for.",
             &[],

@@ -152,6 +152,16 @@ impl Store {
         admitted
     }
 
+    /// Forgets `key` if nothing is stored for it (see `Cache::forget`).
+    pub fn forget(&self, key: &str) -> bool {
+        self.cache.lock().forget(key)
+    }
+
+    /// Objects the store keeps a header for.
+    pub fn tracked(&self) -> usize {
+        self.cache.lock().tracked()
+    }
+
     /// Drops everything stored under `key` (RFC 9111 §4.4 invalidation, or a purge).
     pub fn remove(&self, key: &str) -> bool {
         self.cache.lock().invalidate(key)

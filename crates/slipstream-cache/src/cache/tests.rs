@@ -200,3 +200,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn forget_drops_only_headers_without_data() {
+    let mut c: Cache<String, u32> = Cache::new(Config::new(1000, "lru".parse().expect("policy")));
+    assert!(matches!(c.access("/missing"), Access::Miss));
+    assert_eq!(c.tracked(), 1);
+    assert!(c.forget("/missing"));
+    assert_eq!(c.tracked(), 0);
+    assert!(matches!(c.access("/a"), Access::Miss));
+    c.insert("/a".to_owned(), 10, 1).expect("admitted");
+    assert!(!c.forget("/a"), "a cached object keeps its header");
+    assert_eq!(c.tracked(), 1);
+    c.audit().expect("exact accounting");
+}

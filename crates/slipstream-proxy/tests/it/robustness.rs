@@ -2,7 +2,7 @@
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{get, proxy, reverse, Origin, Reply};
+use crate::support::{get, metric, proxy, reverse, Origin, Reply};
 
 /// A raw upstream that answers every connection with `bytes` (then closes), or resets.
 async fn raw_upstream(bytes: &'static [u8]) -> std::net::SocketAddr {
@@ -122,4 +122,20 @@ async fn an_upstream_that_closes_without_answering_is_a_502() {
     let up = raw_upstream(b"").await;
     let p = proxy(reverse("edge", up)).await;
     assert_eq!(get(p, "/closed", &[]).await.status, 502);
+}
+
+#[tokio::test]
+async fn requests_for_made_up_urls_leave_nothing_in_the_store() {
+    let origin = Origin::default();
+    origin.set(
+        "/real",
+        Reply::ok("yes", &[("cache-control", "max-age=600")]),
+    );
+    let p = proxy(reverse("edge", origin.start().await)).await;
+    for i in 0..100 {
+        assert_eq!(get(p, &format!("/made-up-{i}"), &[]).await.status, 404);
+    }
+    assert_eq!(metric(p, "slipstream_cache_tracked_objects").await, 0.0);
+    assert_eq!(get(p, "/real", &[]).await.status, 200);
+    assert_eq!(metric(p, "slipstream_cache_tracked_objects").await, 1.0);
 }

@@ -599,3 +599,23 @@ fn hidden_files_are_not_served_unless_asked_for() {
     let open = serve(www.path(), &["--set", "serve.serve_hidden=true"]);
     assert_eq!(get(open.addr, "/.env").body, b"SECRET=1");
 }
+
+#[test]
+fn requests_for_made_up_paths_leave_nothing_in_the_cache() {
+    let www = site();
+    let node = serve(www.path(), &[]);
+    let tracked = || {
+        let page = String::from_utf8(get(node.addr, "/_slipstream/metrics").body).expect("utf-8");
+        page.lines()
+            .find_map(|l| l.strip_prefix("slipstream_cache_tracked_objects "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .expect("tracked objects gauge")
+    };
+    let long = "x".repeat(4_000);
+    for i in 0..200 {
+        assert_eq!(get(node.addr, &format!("/nothing-{i}-{long}")).status, 404);
+    }
+    assert_eq!(tracked(), 0.0, "404s are not tracked");
+    assert_eq!(get(node.addr, "/hello.txt").status, 200);
+    assert_eq!(tracked(), 1.0);
+}

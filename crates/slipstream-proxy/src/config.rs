@@ -23,6 +23,9 @@ pub struct Config {
     pub origin: Vec<String>,
     /// Accept forward-proxy requests (absolute-form, CONNECT) even with an origin set.
     pub forward: bool,
+    /// A PEM file of CA certificates to trust for HTTPS origins, besides the platform's roots
+    /// (verification is always on).
+    pub ca_file: Option<std::path::PathBuf>,
     /// Parent proxies, tried in order; a parent that fails is skipped for `parent_retry_ms`.
     pub parents: Vec<String>,
     /// How long a failed parent or origin is skipped, in milliseconds (or `"5s"`).
@@ -103,6 +106,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 3128)),
             origin: Vec::new(),
             forward: false,
+            ca_file: None,
             parents: Vec::new(),
             parent_retry_ms: 5_000,
             name: "slipstream".into(),
@@ -141,8 +145,8 @@ impl Default for CacheConfig {
 /// A config that cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// A URL that is not `http://host[:port]`.
-    #[error("{field}: `{value}` is not an http:// URL with a host ({reason})")]
+    /// A URL that is not `http://host[:port]` (or `https://` where allowed).
+    #[error("{field}: `{value}` is not a usable upstream URL ({reason})")]
     BadUrl {
         /// The field.
         field: &'static str,
@@ -173,6 +177,10 @@ pub struct Settings {
     pub origin: Option<http::uri::Authority>,
     /// Reverse proxy: every origin server of the site.
     pub origins: Vec<http::uri::Authority>,
+    /// `http` or `https`, for every origin.
+    pub origin_scheme: http::uri::Scheme,
+    /// Certificates trusted for HTTPS upstreams, besides the platform's.
+    pub ca_certs: Vec<rustls::pki_types::CertificateDer<'static>>,
     /// Whether absolute-form and CONNECT requests are served.
     pub forward: bool,
     /// Parent proxies in order of preference.
@@ -211,7 +219,12 @@ pub struct Settings {
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
-fn authority(field: &'static str, value: &str) -> Result<http::uri::Authority, ConfigError> {
+/// The scheme and authority of an upstream URL; `https` only where `tls_ok`.
+fn upstream(
+    field: &'static str,
+    value: &str,
+    tls_ok: bool,
+) -> Result<(http::uri::Scheme, http::uri::Authority), ConfigError> {
     let bad = |reason: &str| ConfigError::BadUrl {
         field,
         value: value.to_owned(),
@@ -220,13 +233,42 @@ fn authority(field: &'static str, value: &str) -> Result<http::uri::Authority, C
     let uri: http::Uri = value
         .parse()
         .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
-    if uri.scheme_str() != Some("http") {
-        return Err(bad("only http:// upstreams are supported"));
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") if tls_ok => {}
+        Some("https") => return Err(bad("https parents are not supported yet")),
+        _ => return Err(bad("give an http:// or https:// URL")),
     }
     if uri.path() != "/" && !uri.path().is_empty() {
         return Err(bad("give the origin without a path"));
     }
-    uri.authority().cloned().ok_or_else(|| bad("no host"))
+    let authority = uri.authority().cloned().ok_or_else(|| bad("no host"))?;
+    Ok((
+        uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP),
+        authority,
+    ))
+}
+
+fn authority(field: &'static str, value: &str) -> Result<http::uri::Authority, ConfigError> {
+    upstream(field, value, false).map(|(_, a)| a)
+}
+
+/// The certificates of a PEM file.
+fn certificates(
+    path: &std::path::Path,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        field: "ca_file",
+        reason: format!("{}: {reason}", path.display()),
+    };
+    let pem = std::fs::read(path).map_err(|e| invalid(e.to_string()))?;
+    let certs = rustls_pemfile::certs(&mut pem.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(invalid("no PEM certificate found".into()));
+    }
+    Ok(certs)
 }
 
 /// One string or a list of strings.
@@ -258,12 +300,26 @@ impl Settings {
 impl Config {
     /// Checks the config.
     pub fn validate(&self) -> Result<Settings, ConfigError> {
-        let origins = self
+        let schemed = self
             .origin
             .iter()
-            .map(|o| authority("origin", o))
+            .map(|o| upstream("origin", o, true))
             .collect::<Result<Vec<_>, _>>()?;
+        let origin_scheme = schemed
+            .first()
+            .map_or(http::uri::Scheme::HTTP, |(s, _)| s.clone());
+        if schemed.iter().any(|(s, _)| *s != origin_scheme) {
+            return Err(ConfigError::Invalid {
+                field: "origin",
+                reason: "the origins of one site all use http:// or all https://".into(),
+            });
+        }
+        let origins: Vec<http::uri::Authority> = schemed.into_iter().map(|(_, a)| a).collect();
         let origin = origins.first().cloned();
+        let ca_certs = match &self.ca_file {
+            Some(path) => certificates(path)?,
+            None => Vec::new(),
+        };
         let parents = self
             .parents
             .iter()
@@ -310,6 +366,8 @@ impl Config {
             forward: self.forward || origin.is_none(),
             origin,
             origins,
+            origin_scheme,
+            ca_certs,
             parents,
             parent_retry: Duration::from_millis(self.parent_retry_ms),
             name: self.name.clone(),

@@ -67,7 +67,8 @@ pub(crate) fn purge_method<B>(inner: &Inner, req: &Request<B>, absolute: bool) -
     let url = match (absolute, &inner.settings.origin) {
         (true, _) => req.uri().to_string(),
         (false, Some(origin)) => format!(
-            "http://{origin}{}",
+            "{}://{origin}{}",
+            inner.settings.origin_scheme,
             req.uri().path_and_query().map_or("/", |p| p.as_str())
         ),
         (false, None) => {

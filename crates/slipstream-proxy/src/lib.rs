@@ -105,6 +105,7 @@ impl Builder {
         let upstreams = upstream::Upstreams::new(
             &settings.parents,
             &settings.origins,
+            &settings.ca_certs,
             upstream::Policies {
                 parents: self.parents.unwrap_or_else(fail_over),
                 origins: self.origins.unwrap_or_else(fail_over),

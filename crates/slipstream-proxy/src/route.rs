@@ -95,7 +95,8 @@ fn target(inner: &Inner, uri: &Uri, absolute: bool) -> Result<Uri, Box<Response<
         )));
     };
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    format!("http://{origin}{path}")
+    let scheme = &inner.settings.origin_scheme;
+    format!("{scheme}://{origin}{path}")
         .parse()
         .map_err(|_| Box::new(text(StatusCode::BAD_REQUEST, "malformed request target")))
 }

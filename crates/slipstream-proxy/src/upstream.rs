@@ -25,6 +25,7 @@ use http::uri::Authority;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -139,7 +140,7 @@ pub struct Policies {
 
 /// All upstreams of one proxy.
 pub struct Upstreams {
-    direct: Client<HttpConnector, UpBody>,
+    direct: Client<HttpsConnector<HttpConnector>, UpBody>,
     connect_timeout: Duration,
     parents: RwLock<HashMap<String, Client<ParentConnector, UpBody>>>,
     policies: Mutex<Policies>,
@@ -165,6 +166,44 @@ fn connector(connect_timeout: Duration) -> HttpConnector {
     c
 }
 
+/// Direct requests: `http://` as is, `https://` over rustls with verification against the
+/// platform's roots and `ca_certs`, SNI, and HTTP/2 when the server offers it by ALPN.
+fn direct_connector(
+    connect_timeout: Duration,
+    ca_certs: &[rustls::pki_types::CertificateDer<'static>],
+) -> HttpsConnector<HttpConnector> {
+    let mut roots = rustls::RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    for e in &native.errors {
+        tracing::debug!(error = %e, "a platform root certificate could not be loaded");
+    }
+    let (_, unusable) = roots.add_parsable_certificates(native.certs);
+    if unusable > 0 {
+        tracing::debug!(unusable, "platform root certificates skipped");
+    }
+    for cert in ca_certs {
+        if let Err(e) = roots.add(cert.clone()) {
+            tracing::warn!(error = %e, "a ca_file certificate is not usable");
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+        .unwrap_or_else(|e| {
+            // The ring provider supports the default versions; this cannot fail.
+            panic!("rustls rejected its own defaults: {e}")
+        });
+    let mut http = connector(connect_timeout);
+    http.enforce_http(false);
+    HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http)
+}
+
 fn client<C>(c: C) -> Client<C, UpBody>
 where
     C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
@@ -182,9 +221,11 @@ fn names(authorities: &[Authority]) -> Vec<String> {
 impl Upstreams {
     /// Upstreams for `parents` and `origins` chosen by `policies`; every failed exchange with a
     /// parent is counted in `registry`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         parents: &[Authority],
         origins: &[Authority],
+        ca_certs: &[rustls::pki_types::CertificateDer<'static>],
         mut policies: Policies,
         connect_timeout: Duration,
         timeout: Duration,
@@ -195,7 +236,7 @@ impl Upstreams {
         policies.parents.update(&names(parents), now);
         policies.origins.update(&names(origins), now);
         let upstreams = Upstreams {
-            direct: client(connector(connect_timeout)),
+            direct: client(direct_connector(connect_timeout, ca_certs)),
             connect_timeout,
             parents: RwLock::new(HashMap::new()),
             policies: Mutex::new(policies),

@@ -36,7 +36,7 @@ fn bad_configs_get_clear_errors() {
     fails_with(&["serve"], "no directory to serve");
     fails_with(
         &["proxy", "--origin", "ftp://example"],
-        "only http:// upstreams",
+        "give an http:// or https:// URL",
     );
     fails_with(
         &[

@@ -126,3 +126,44 @@ fn missing_key_file_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/cert.pem"), "{err}");
 }
+
+#[test]
+fn an_https_origin_is_verified_against_the_ca_file() {
+    let dir = site();
+    let certs = tempfile::tempdir().expect("tempdir");
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).expect("certificate");
+    let (cert_path, key_path) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).expect("write cert");
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).expect("write key");
+    let origin = serve(
+        dir.path(),
+        &[
+            "--tls-cert",
+            cert_path.to_str().expect("utf-8"),
+            "--tls-key",
+            key_path.to_str().expect("utf-8"),
+        ],
+    );
+    let url = format!("https://{}", origin.addr);
+    let trusting = crate::support::start(
+        &[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--origin",
+            &url,
+            "--set",
+            &format!("proxy.ca_file=\"{}\"", cert_path.display()),
+        ],
+        "slipstream proxy",
+    );
+    let got = crate::support::get(trusting.addr, "/hello.txt");
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body, b"hello, world\n");
+    // Verification is on: without the CA the origin's certificate is refused.
+    let doubting = crate::support::start(
+        &["proxy", "--listen", "127.0.0.1:0", "--origin", &url],
+        "slipstream proxy",
+    );
+    assert_eq!(crate::support::get(doubting.addr, "/hello.txt").status, 502);
+}

@@ -77,6 +77,8 @@ type GaugeFn = Arc<dyn Fn() -> f64 + Send + Sync>;
 
 enum Metric {
     Counter(Arc<Counter>),
+    /// A counter kept elsewhere (the cache engine's statistics), read at scrape time.
+    CounterFn(GaugeFn),
     Gauge(GaugeFn),
     Histogram(Arc<Histogram>),
 }
@@ -121,6 +123,18 @@ impl Registry {
         self.push(name, help, labels, Metric::Gauge(Arc::new(f)));
     }
 
+    /// A counter whose value `f` reads at scrape time from where it is kept; `name` should end
+    /// in `_total`, and `f` must never decrease.
+    pub fn counter_fn(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        f: impl Fn() -> f64 + Send + Sync + 'static,
+    ) {
+        self.push(name, help, labels, Metric::CounterFn(Arc::new(f)));
+    }
+
     /// A new histogram over `bounds` (seconds).
     pub fn histogram(&self, name: &str, help: &str, bounds: &'static [f64]) -> Arc<Histogram> {
         let h = Arc::new(Histogram::new(bounds));
@@ -151,7 +165,7 @@ impl Registry {
             if !seen.contains(&e.name.as_str()) {
                 seen.push(&e.name);
                 let kind = match e.metric {
-                    Metric::Counter(_) => "counter",
+                    Metric::Counter(_) | Metric::CounterFn(_) => "counter",
                     Metric::Gauge(_) => "gauge",
                     Metric::Histogram(_) => "histogram",
                 };
@@ -181,7 +195,7 @@ fn render_one(out: &mut String, e: &Entry) {
         Metric::Counter(c) => {
             let _ = writeln!(out, "{}{} {}", e.name, braces(""), c.get());
         }
-        Metric::Gauge(f) => {
+        Metric::Gauge(f) | Metric::CounterFn(f) => {
             let _ = writeln!(out, "{}{} {}", e.name, braces(""), f());
         }
         Metric::Histogram(h) => {

@@ -74,18 +74,22 @@ impl Metrics {
                 "Bytes held by the free list (002 §4.1.5).",
                 |c| c.free_list_bytes() as f64,
             );
-            gauge(
-                "slipstream_cache_evictions",
+            let counter = |name: &str, help: &str, f: fn(&Cache<String, Arc<Entry>>) -> f64| {
+                let c = cache.clone();
+                r.counter_fn(name, help, &[], move || f(&c.lock()));
+            };
+            counter(
+                "slipstream_cache_evictions_total",
                 "Entries evicted since start.",
                 |c| c.stats().evictions as f64,
             );
-            gauge(
-                "slipstream_cache_admission_rejects",
+            counter(
+                "slipstream_cache_admission_rejects_total",
                 "Inserts refused by the admission rule.",
                 |c| c.stats().admission_rejects as f64,
             );
-            gauge(
-                "slipstream_cache_revived",
+            counter(
+                "slipstream_cache_revived_total",
                 "Entries revived from the free list.",
                 |c| c.stats().revived as f64,
             );

@@ -619,3 +619,21 @@ fn requests_for_made_up_paths_leave_nothing_in_the_cache() {
     assert_eq!(get(node.addr, "/hello.txt").status, 200);
     assert_eq!(tracked(), 1.0);
 }
+
+#[test]
+fn cache_counters_are_typed_counters_named_total() {
+    let www = site();
+    let node = serve(www.path(), &[]);
+    let page = String::from_utf8(get(node.addr, "/_slipstream/metrics").body).expect("utf-8");
+    for name in [
+        "slipstream_cache_evictions_total",
+        "slipstream_cache_admission_rejects_total",
+        "slipstream_cache_revived_total",
+    ] {
+        assert!(
+            page.contains(&format!("# TYPE {name} counter")),
+            "{name}\n{page}"
+        );
+    }
+    assert!(!page.contains("slipstream_cache_evictions "), "{page}");
+}

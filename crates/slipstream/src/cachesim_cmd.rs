@@ -36,7 +36,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|p| p.parse())
         .collect::<Result<_, _>>()?;
-    let trace = slipstream_workload::trace::read_path(&args.trace)?;
+    let trace = slipstream_workload::trace::read_path_lenient(&args.trace)?;
+    if trace.malformed > 0 {
+        eprintln!(
+            "warning: passed over {} malformed line(s) of {}; the first: {}",
+            trace.malformed,
+            args.trace.display(),
+            trace.malformed_examples.join("; ")
+        );
+    }
     anyhow::ensure!(
         !trace.requests.is_empty(),
         "{}: no cacheable requests in the trace",

@@ -28,7 +28,14 @@ pub struct Trace {
     /// Records that are valid syntax but not cacheable: non-GET/HEAD method,
     /// non-2xx status, or size `-`.
     pub skipped: u64,
+    /// Malformed lines passed over (only when read with [`read_path_lenient`]).
+    pub malformed: u64,
+    /// The first few of them, as `file:line: what is wrong`.
+    pub malformed_examples: Vec<String>,
 }
+
+/// How many malformed lines a lenient read describes.
+pub const MALFORMED_EXAMPLES: usize = 5;
 
 /// Why a trace could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +81,8 @@ impl Format {
     }
 }
 
-/// Reads a file, detecting the format from the first non-empty, non-`#` line.
+/// Reads a file, detecting the format from the first non-empty, non-`#` line. The first
+/// malformed line is an error.
 pub fn read_path(path: &Path) -> Result<Trace, TraceError> {
     let name = path.display().to_string();
     let file = File::open(path).map_err(|source| TraceError::Io {
@@ -84,6 +92,17 @@ pub fn read_path(path: &Path) -> Result<Trace, TraceError> {
     read(BufReader::new(file), &name, None)
 }
 
+/// Like [`read_path`], but a malformed line is counted and passed over (real logs have a few),
+/// unless no line at all could be read, which is the first malformed line's error.
+pub fn read_path_lenient(path: &Path) -> Result<Trace, TraceError> {
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|source| TraceError::Io {
+        path: name.clone(),
+        source,
+    })?;
+    read_with(BufReader::new(file), &name, None, true)
+}
+
 /// Reads a trace from `reader`; `source_name` appears in error messages. With
 /// `format: None` the format is detected from the first non-empty, non-`#` line.
 ///
@@ -91,11 +110,21 @@ pub fn read_path(path: &Path) -> Result<Trace, TraceError> {
 /// starts at 0 and no time is negative even if the log is slightly out of order.
 /// TSV times are kept as written.
 pub fn read<R: BufRead>(
-    mut reader: R,
+    reader: R,
     source_name: &str,
     format: Option<Format>,
 ) -> Result<Trace, TraceError> {
+    read_with(reader, source_name, format, false)
+}
+
+fn read_with<R: BufRead>(
+    mut reader: R,
+    source_name: &str,
+    format: Option<Format>,
+    lenient: bool,
+) -> Result<Trace, TraceError> {
     let mut format = format;
+    let mut first_error = None;
     let mut trace = Trace::default();
     // CLF times are absolute Unix seconds until the end of the read.
     let mut clf_times: Vec<i64> = Vec::new();
@@ -124,16 +153,14 @@ pub fn read<R: BufRead>(
             line: line_no,
             message,
         };
-        match fmt {
+        let parsed = match fmt {
             Format::Tsv => {
                 if line == tsv::HEADER {
                     continue;
                 }
-                trace
-                    .requests
-                    .push(tsv::parse_row(line).map_err(parse_err)?);
+                tsv::parse_row(line).map(|r| trace.requests.push(r))
             }
-            Format::Clf => match clf::parse_line(line).map_err(parse_err)? {
+            Format::Clf => clf::parse_line(line).map(|record| match record {
                 clf::Record::Cacheable { unix_s, key, size } => {
                     clf_times.push(unix_s);
                     trace.requests.push(Request {
@@ -143,7 +170,23 @@ pub fn read<R: BufRead>(
                     });
                 }
                 clf::Record::Skipped => trace.skipped += 1,
-            },
+            }),
+        };
+        if let Err(message) = parsed {
+            let e = parse_err(message);
+            if !lenient {
+                return Err(e);
+            }
+            trace.malformed += 1;
+            if trace.malformed_examples.len() < MALFORMED_EXAMPLES {
+                trace.malformed_examples.push(e.to_string());
+            }
+            first_error.get_or_insert(e);
+        }
+    }
+    if trace.requests.is_empty() && trace.skipped == 0 {
+        if let Some(e) = first_error {
+            return Err(e);
         }
     }
     if let Some(&start) = clf_times.iter().min() {
@@ -172,6 +215,20 @@ mod tests {
     fn empty_input_is_empty_trace() {
         let t = read(&b"\n# nothing\n\n"[..], "empty", None).expect("empty trace");
         assert_eq!(t, Trace::default());
+    }
+
+    #[test]
+    fn a_lenient_read_passes_over_malformed_lines_but_not_a_wholly_bad_file() {
+        let text = "0.0\t/a\t10\nnot a line\n1.0\t/b\t20\n";
+        assert!(read(text.as_bytes(), "t", None).is_err());
+        let t = read_with(text.as_bytes(), "t", None, true).expect("lenient");
+        assert_eq!((t.requests.len(), t.malformed), (2, 1));
+        assert!(
+            t.malformed_examples[0].starts_with("t:2:"),
+            "{:?}",
+            t.malformed_examples
+        );
+        assert!(read_with("junk\n".as_bytes(), "t", Some(Format::Clf), true).is_err());
     }
 
     #[test]

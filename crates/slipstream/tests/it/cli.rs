@@ -164,11 +164,24 @@ fn workload_and_cachesim_reproduce_the_adaptive_advantage() {
 }
 
 #[test]
-fn cachesim_reports_malformed_traces_by_line() {
+fn cachesim_passes_over_malformed_lines_and_names_them() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = dir.path().join("bad.tsv");
     std::fs::write(&trace, "time_s\tkey\tsize_bytes\n0\t/a\t10\n1\t/b\tmany\n").expect("write");
-    fails_with(&["cachesim", trace.to_str().expect("utf-8")], "bad.tsv:3");
+    let out = bin()
+        .args(["cachesim", trace.to_str().expect("utf-8")])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 malformed line") && err.contains("bad.tsv:3"),
+        "{err}"
+    );
+    // A file with nothing readable is still an error, by line.
+    let junk = dir.path().join("junk.log");
+    std::fs::write(&junk, "this is not a log line\n").expect("write");
+    fails_with(&["cachesim", junk.to_str().expect("utf-8")], "junk.log:1");
 }
 
 #[test]

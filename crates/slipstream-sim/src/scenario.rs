@@ -799,13 +799,26 @@ fn size(s: &str) -> Result<u64, String> {
     slipstream_units::bytes(s)
 }
 
+/// Whether `s` is a number with no unit, which a scenario never takes: `"30"` could be
+/// seconds or milliseconds, `"10"` bits or megabits.
+fn unitless(s: &str) -> bool {
+    let t = s.trim();
+    !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.')
+}
+
 /// A link capacity as ns-2 writes it: `10Mb`, `1.5Mb`, `100kb`, `1Gb`.
 pub fn bandwidth(s: &str) -> Result<u64, String> {
+    if unitless(s) {
+        return Err(format!("`{s}` has no unit: write {s}Mb, {s}kb or {s}b"));
+    }
     slipstream_units::bits_per_second(s)
 }
 
 /// A propagation delay: `1ms`, `30ms`, `0.5s`, `200us`, in whole nanoseconds.
 pub fn delay(s: &str) -> Result<Nanos, String> {
+    if unitless(s) {
+        return Err(format!("`{s}` has no unit: write {s}ms or {s}s"));
+    }
     let d = slipstream_units::duration(s).map_err(|e| e.replace("a duration", "a delay"))?;
     Nanos::try_from(d.as_nanos()).map_err(|_| format!("`{s}` is too long a delay"))
 }
@@ -813,6 +826,14 @@ pub fn delay(s: &str) -> Result<Nanos, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delays_and_capacities_need_a_unit() {
+        assert!(delay("30").unwrap_err().contains("no unit"));
+        assert!(bandwidth("10").unwrap_err().contains("no unit"));
+        assert_eq!(delay("30ms"), Ok(30_000_000));
+        assert_eq!(bandwidth("10Mb"), Ok(10_000_000));
+    }
 
     fn plan(text: &str) -> Result<Plan, ScenarioError> {
         let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Syntax {

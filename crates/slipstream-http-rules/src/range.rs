@@ -75,8 +75,33 @@ pub fn parse(header: &str, len: u64) -> Ranges {
     match (any, out.is_empty()) {
         (false, _) => Ranges::Ignore,
         (true, true) => Ranges::Unsatisfiable,
-        (true, false) => Ranges::Satisfiable(out),
+        (true, false) => Ranges::Satisfiable(coalesce(out)),
     }
+}
+
+/// Merges ranges that overlap or touch (RFC 9110 §14.2 lets a server coalesce them), so
+/// that no request makes the answer larger than the representation: `0-` asked 32 times is
+/// one part, not 32 copies. Ranges that are apart keep the order they were asked in.
+fn coalesce(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    if ranges.len() < 2 {
+        return ranges;
+    }
+    let mut sorted = ranges.clone();
+    sorted.sort_by_key(|r| r.start);
+    let apart = sorted.windows(2).all(|w| w[1].start > w[0].end);
+    if apart {
+        return ranges;
+    }
+    ranges.clear();
+    for r in sorted {
+        match ranges.last_mut() {
+            Some(last) if r.start <= last.end => {
+                last.end = last.end.max(r.end);
+            }
+            _ => ranges.push(r),
+        }
+    }
+    ranges
 }
 
 /// The header of one part of a multipart/byteranges body (RFC 9110 §14.6), starting with the
@@ -98,6 +123,30 @@ pub fn content_range(r: &Range<u64>, total: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)] // one merged range is the point
+    fn overlapping_ranges_are_merged_so_an_answer_never_outgrows_the_representation() {
+        let many = format!("bytes={}", vec!["0-"; 32].join(","));
+        assert_eq!(
+            parse(&many, 200_000_000),
+            Ranges::Satisfiable(vec![0..200_000_000])
+        );
+        assert_eq!(
+            parse("bytes=0-99,50-149,1000-1099", 10_000),
+            Ranges::Satisfiable(vec![0..150, 1000..1100])
+        );
+        // Touching: one part.
+        assert_eq!(
+            parse("bytes=0-9,10-19", 10_000),
+            Ranges::Satisfiable(vec![0..20])
+        );
+        // Apart: as asked, in the order asked.
+        assert_eq!(
+            parse("bytes=5000-5009,0-9", 10_000),
+            Ranges::Satisfiable(vec![5000..5010, 0..10])
+        );
+    }
 
     #[test]
     #[allow(clippy::single_range_in_vec_init)] // a list holding one range is the point

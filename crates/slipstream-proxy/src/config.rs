@@ -23,6 +23,12 @@ pub struct Config {
     pub origin: Vec<String>,
     /// Accept forward-proxy requests (absolute-form, CONNECT) even with an origin set.
     pub forward: bool,
+    /// What to do with the request fields that tell an origin which host and scheme the client
+    /// used (`X-Forwarded-Host`, `-Proto`, `-Port`, `-Server`, `Forwarded`, `X-Original-URL`,
+    /// `X-Rewrite-URL`): `strip` (the default) removes them, since an origin that builds links
+    /// from them would have a cache keep an attacker's host for everyone; `pass` forwards them
+    /// (only behind a front end that sets them itself).
+    pub forwarded: Forwarded,
     /// A PEM file of CA certificates to trust for HTTPS origins, besides the platform's roots
     /// (verification is always on).
     pub ca_file: Option<std::path::PathBuf>,
@@ -74,6 +80,17 @@ pub struct Config {
     pub connect_ports: Vec<u16>,
 }
 
+/// See [`Config::forwarded`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Forwarded {
+    /// Remove the fields before the request goes upstream.
+    #[default]
+    Strip,
+    /// Forward them as the client sent them.
+    Pass,
+}
+
 /// The `[proxy.cache]` table.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -107,6 +124,7 @@ impl Default for Config {
             origin: Vec::new(),
             forward: false,
             ca_file: None,
+            forwarded: Forwarded::Strip,
             parents: Vec::new(),
             parent_retry_ms: 5_000,
             name: "slipstream".into(),
@@ -179,6 +197,8 @@ pub struct Settings {
     pub origins: Vec<http::uri::Authority>,
     /// `http` or `https`, for every origin.
     pub origin_scheme: http::uri::Scheme,
+    /// What happens to `X-Forwarded-Host` and the like.
+    pub forwarded: Forwarded,
     /// Certificates trusted for HTTPS upstreams, besides the platform's.
     pub ca_certs: Vec<rustls::pki_types::CertificateDer<'static>>,
     /// Whether absolute-form and CONNECT requests are served.
@@ -367,6 +387,7 @@ impl Config {
             origin,
             origins,
             origin_scheme,
+            forwarded: self.forwarded,
             ca_certs,
             parents,
             parent_retry: Duration::from_millis(self.parent_retry_ms),

@@ -37,6 +37,25 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// Request fields that name the host, scheme or URL the client used; an origin that trusts
+/// them can be made to build pages for another host, which a cache would then keep.
+const FORWARDED: [&str; 7] = [
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-forwarded-port",
+    "x-forwarded-server",
+    "forwarded",
+    "x-original-url",
+    "x-rewrite-url",
+];
+
+/// Removes the client's [`FORWARDED`] fields.
+pub fn strip_forwarded(headers: &mut HeaderMap) {
+    for name in FORWARDED {
+        headers.remove(name);
+    }
+}
+
 /// Whether a message already passed through this node (RFC 9110 §7.6.3: Via lets a proxy
 /// detect forwarding loops).
 pub fn looped(headers: &HeaderMap, name: &str) -> bool {

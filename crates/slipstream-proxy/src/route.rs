@@ -40,6 +40,9 @@ pub(crate) async fn handle(
     let mut ctx = Ctx::new(peer, inner.clock.instant());
     let (mut parts, body) = req.into_parts();
     parts.uri = target;
+    if inner.settings.forwarded == crate::config::Forwarded::Strip {
+        headers::strip_forwarded(&mut parts.headers);
+    }
     if !inner.phases.is_empty() {
         if let Some(response) = inner.phases.request_filter(&mut ctx, &mut parts).await {
             return inner.phases.respond(&mut ctx, response);

@@ -139,3 +139,31 @@ async fn requests_for_made_up_urls_leave_nothing_in_the_store() {
     assert_eq!(get(p, "/real", &[]).await.status, 200);
     assert_eq!(metric(p, "slipstream_cache_tracked_objects").await, 1.0);
 }
+
+#[tokio::test]
+async fn x_forwarded_host_and_the_like_are_stripped_unless_passed() {
+    let origin = Origin::default();
+    origin.set("/f", Reply::ok("f", &[]));
+    let up = origin.start().await;
+    let sent = [
+        ("x-forwarded-host", "evil.example"),
+        ("forwarded", "host=evil.example"),
+    ];
+    let strip = proxy(reverse("edge", up)).await;
+    get(strip, "/f", &sent).await;
+    let mut pass_config = reverse("edge2", up);
+    pass_config.forwarded = slipstream_proxy::config::Forwarded::Pass;
+    let pass = proxy(pass_config).await;
+    get(pass, "/f", &sent).await;
+    let seen = origin.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0].headers.get("x-forwarded-host").is_none());
+    assert!(seen[0].headers.get("forwarded").is_none());
+    assert_eq!(
+        seen[1]
+            .headers
+            .get("x-forwarded-host")
+            .map(|v| v.as_bytes()),
+        Some(&b"evil.example"[..])
+    );
+}

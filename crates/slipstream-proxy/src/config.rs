@@ -205,6 +205,8 @@ pub struct Settings {
     pub forward: bool,
     /// Parent proxies in order of preference.
     pub parents: Vec<http::uri::Authority>,
+    /// The parents spoken to over TLS (`https://` in the config).
+    pub https_parents: Vec<http::uri::Authority>,
     /// How long a failed parent is skipped.
     pub parent_retry: Duration,
     /// Name in Via and Cache-Status.
@@ -239,11 +241,10 @@ pub struct Settings {
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
-/// The scheme and authority of an upstream URL; `https` only where `tls_ok`.
+/// The scheme and authority of an upstream URL (`http://` or `https://`).
 fn upstream(
     field: &'static str,
     value: &str,
-    tls_ok: bool,
 ) -> Result<(http::uri::Scheme, http::uri::Authority), ConfigError> {
     let bad = |reason: &str| ConfigError::BadUrl {
         field,
@@ -254,9 +255,7 @@ fn upstream(
         .parse()
         .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
     match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") if tls_ok => {}
-        Some("https") => return Err(bad("https parents are not supported yet")),
+        Some("http") | Some("https") => {}
         _ => return Err(bad("give an http:// or https:// URL")),
     }
     if uri.path() != "/" && !uri.path().is_empty() {
@@ -267,10 +266,6 @@ fn upstream(
         uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP),
         authority,
     ))
-}
-
-fn authority(field: &'static str, value: &str) -> Result<http::uri::Authority, ConfigError> {
-    upstream(field, value, false).map(|(_, a)| a)
 }
 
 /// The certificates of a PEM file.
@@ -323,7 +318,7 @@ impl Config {
         let schemed = self
             .origin
             .iter()
-            .map(|o| upstream("origin", o, true))
+            .map(|o| upstream("origin", o))
             .collect::<Result<Vec<_>, _>>()?;
         let origin_scheme = schemed
             .first()
@@ -340,11 +335,17 @@ impl Config {
             Some(path) => certificates(path)?,
             None => Vec::new(),
         };
-        let parents = self
+        let schemed_parents = self
             .parents
             .iter()
-            .map(|p| authority("parents", p))
+            .map(|p| upstream("parents", p))
             .collect::<Result<Vec<_>, _>>()?;
+        let https_parents = schemed_parents
+            .iter()
+            .filter(|(s, _)| *s == http::uri::Scheme::HTTPS)
+            .map(|(_, a)| a.clone())
+            .collect();
+        let parents = schemed_parents.into_iter().map(|(_, a)| a).collect();
         if self.name.is_empty()
             || !self
                 .name
@@ -390,6 +391,7 @@ impl Config {
             forwarded: self.forwarded,
             ca_certs,
             parents,
+            https_parents,
             parent_retry: Duration::from_millis(self.parent_retry_ms),
             name: self.name.clone(),
             cache,

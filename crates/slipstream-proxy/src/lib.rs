@@ -104,6 +104,7 @@ impl Builder {
         let fail_over = || Box::new(FailOver::new(&[], settings.parent_retry)) as Box<dyn Select>;
         let upstreams = upstream::Upstreams::new(
             &settings.parents,
+            &settings.https_parents,
             &settings.origins,
             &settings.ca_certs,
             upstream::Policies {
@@ -154,9 +155,13 @@ impl Proxy {
         &self.inner.settings
     }
 
-    /// Replaces the parent proxies at run time.
-    pub fn set_parents(&self, parents: &[http::uri::Authority]) {
-        self.inner.upstreams.set_parents(parents);
+    /// Replaces the parent proxies at run time (`https_parents`: those spoken to over TLS).
+    pub fn set_parents(
+        &self,
+        parents: &[http::uri::Authority],
+        https_parents: &[http::uri::Authority],
+    ) {
+        self.inner.upstreams.set_parents(parents, https_parents);
     }
 
     /// Replaces the origin servers at run time (a reverse proxy's cache keys keep naming the

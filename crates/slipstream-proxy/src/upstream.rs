@@ -141,6 +141,7 @@ pub struct Policies {
 /// All upstreams of one proxy.
 pub struct Upstreams {
     direct: Client<HttpsConnector<HttpConnector>, UpBody>,
+    parent_tls: tokio_rustls::TlsConnector,
     connect_timeout: Duration,
     parents: RwLock<HashMap<String, Client<ParentConnector, UpBody>>>,
     policies: Mutex<Policies>,
@@ -166,12 +167,9 @@ fn connector(connect_timeout: Duration) -> HttpConnector {
     c
 }
 
-/// Direct requests: `http://` as is, `https://` over rustls with verification against the
-/// platform's roots and `ca_certs`, SNI, and HTTP/2 when the server offers it by ALPN.
-fn direct_connector(
-    connect_timeout: Duration,
-    ca_certs: &[rustls::pki_types::CertificateDer<'static>],
-) -> HttpsConnector<HttpConnector> {
+/// The TLS client for HTTPS upstreams: verification against the platform's roots and
+/// `ca_certs`, always on.
+fn tls_client(ca_certs: &[rustls::pki_types::CertificateDer<'static>]) -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     for e in &native.errors {
@@ -194,10 +192,19 @@ fn direct_connector(
             // The ring provider supports the default versions; this cannot fail.
             panic!("rustls rejected its own defaults: {e}")
         });
+    config
+}
+
+/// Direct requests: `http://` as is, `https://` over rustls (see [`tls_client`]) with SNI, and
+/// HTTP/2 when the server offers it by ALPN.
+fn direct_connector(
+    tls: rustls::ClientConfig,
+    connect_timeout: Duration,
+) -> HttpsConnector<HttpConnector> {
     let mut http = connector(connect_timeout);
     http.enforce_http(false);
     HttpsConnectorBuilder::new()
-        .with_tls_config(config)
+        .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
         .enable_http2()
@@ -224,6 +231,7 @@ impl Upstreams {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         parents: &[Authority],
+        https_parents: &[Authority],
         origins: &[Authority],
         ca_certs: &[rustls::pki_types::CertificateDer<'static>],
         mut policies: Policies,
@@ -233,10 +241,17 @@ impl Upstreams {
         registry: Arc<Registry>,
     ) -> Upstreams {
         let now = clock.instant();
+        let tls = tls_client(ca_certs);
         policies.parents.update(&names(parents), now);
         policies.origins.update(&names(origins), now);
         let upstreams = Upstreams {
-            direct: client(direct_connector(connect_timeout, ca_certs)),
+            direct: client(direct_connector(tls.clone(), connect_timeout)),
+            parent_tls: {
+                // A parent is spoken to in HTTP/1.1 (absolute-form requests).
+                let mut t = tls;
+                t.alpn_protocols = vec![b"http/1.1".to_vec()];
+                tokio_rustls::TlsConnector::from(Arc::new(t))
+            },
             connect_timeout,
             parents: RwLock::new(HashMap::new()),
             policies: Mutex::new(policies),
@@ -245,29 +260,42 @@ impl Upstreams {
             registry,
             failures: Mutex::new(HashMap::new()),
         };
-        upstreams.add_parent_clients(parents);
+        upstreams.add_parent_clients(parents, https_parents);
         upstreams
     }
 
-    fn add_parent_clients(&self, parents: &[Authority]) {
+    fn add_parent_clients(&self, parents: &[Authority], https_parents: &[Authority]) {
         let mut clients = self.parents.write();
         clients.retain(|name, _| parents.iter().any(|p| p.as_str() == name));
         for p in parents {
             // Every parent has its failure counter from the start, so a scrape shows 0.
             self.failures(p.as_str());
+            let tls = https_parents.contains(p).then(|| {
+                rustls::pki_types::ServerName::try_from(p.host().to_owned())
+                    .map(|name| (self.parent_tls.clone(), name))
+            });
+            let tls = match tls {
+                None => None,
+                Some(Ok(t)) => Some(t),
+                Some(Err(e)) => {
+                    tracing::warn!(parent = %p, error = %e, "not a TLS server name; parent skipped");
+                    continue;
+                }
+            };
             clients.entry(p.to_string()).or_insert_with(|| {
                 client(ParentConnector {
                     parent: p.clone(),
                     inner: connector(self.connect_timeout),
+                    tls,
                 })
             });
         }
     }
 
-    /// Replaces the set of parents at run time; parents that stay keep their connections and
-    /// what their policy learnt.
-    pub fn set_parents(&self, parents: &[Authority]) {
-        self.add_parent_clients(parents);
+    /// Replaces the set of parents at run time (`https_parents`: those spoken to over TLS);
+    /// parents that stay keep their connections and what their policy learnt.
+    pub fn set_parents(&self, parents: &[Authority], https_parents: &[Authority]) {
+        self.add_parent_clients(parents, https_parents);
         self.policies
             .lock()
             .parents
@@ -464,11 +492,17 @@ fn up_body(body: Option<Incoming>) -> UpBody {
     }
 }
 
-/// Connects every request to one parent proxy, and says the connection is proxied.
+/// Connects every request to one parent proxy (over TLS for an `https://` parent), and says
+/// the connection is proxied.
 #[derive(Clone)]
 struct ParentConnector {
     parent: http::uri::Authority,
     inner: HttpConnector,
+    /// For an `https://` parent: the TLS client and the name its certificate must have.
+    tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
 }
 
 impl tower_service::Service<http::Uri> for ParentConnector {
@@ -487,19 +521,71 @@ impl tower_service::Service<http::Uri> for ParentConnector {
             .path_and_query("/")
             .build();
         let mut inner = self.inner.clone();
+        let tls = self.tls.clone();
         Box::pin(async move {
-            let stream = inner.call(uri?).await?;
-            Ok(Proxied(stream))
+            let tcp = inner.call(uri?).await?.into_inner();
+            let stream = match tls {
+                None => Stream::Plain(tcp),
+                Some((connector, name)) => {
+                    Stream::Tls(Box::new(connector.connect(name, tcp).await?))
+                }
+            };
+            Ok(Proxied(TokioIo::new(stream)))
         })
     }
 }
 
 /// A connection to a parent proxy.
-struct Proxied(TokioIo<tokio::net::TcpStream>);
+struct Proxied(TokioIo<Stream>);
+
+enum Stream {
+    Plain(tokio::net::TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
+}
+
+impl tokio::io::AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
 
 impl Connection for Proxied {
     fn connected(&self) -> Connected {
-        self.0.connected().proxy(true)
+        Connected::new().proxy(true)
     }
 }
 
@@ -528,17 +614,5 @@ impl hyper::rt::Write for Proxied {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.0).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
     }
 }

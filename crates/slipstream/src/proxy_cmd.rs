@@ -137,7 +137,7 @@ fn reload(args: &Args, proxy: &Proxy) {
             return;
         }
     };
-    proxy.set_parents(&new.parents);
+    proxy.set_parents(&new.parents, &new.https_parents);
     proxy.set_origins(&new.origins);
     let old = proxy.settings();
     let mut rest = new.clone();

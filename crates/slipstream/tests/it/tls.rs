@@ -167,3 +167,62 @@ fn an_https_origin_is_verified_against_the_ca_file() {
     );
     assert_eq!(crate::support::get(doubting.addr, "/hello.txt").status, 502);
 }
+
+#[test]
+fn an_https_parent_carries_a_childs_misses() {
+    let dir = site();
+    let certs = tempfile::tempdir().expect("tempdir");
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).expect("certificate");
+    let (cert_path, key_path) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).expect("write cert");
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).expect("write key");
+    let origin = serve(dir.path(), &["--cache-control", "max-age=60"]);
+    // A forward proxy on HTTPS, the parent.
+    let parent = crate::support::start(
+        &[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--name",
+            "tls-parent",
+            "--tls-cert",
+            cert_path.to_str().expect("utf-8"),
+            "--tls-key",
+            key_path.to_str().expect("utf-8"),
+        ],
+        "slipstream proxy",
+    );
+    let child = crate::support::start(
+        &[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--name",
+            "child",
+            "--origin",
+            &format!("http://{}", origin.addr),
+            "--parent",
+            &format!("https://{}", parent.addr),
+            "--set",
+            &format!("proxy.ca_file=\"{}\"", cert_path.display()),
+        ],
+        "slipstream proxy",
+    );
+    let got = crate::support::get(child.addr, "/hello.txt");
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body, b"hello, world\n");
+    let status = got.header("cache-status").unwrap_or_default().to_owned();
+    assert!(
+        status.starts_with("tls-parent;"),
+        "through the parent: {status}"
+    );
+    let metrics = String::from_utf8(crate::support::get(child.addr, "/_slipstream/metrics").body)
+        .expect("utf-8");
+    assert!(
+        metrics.contains(&format!(
+            "slipstream_parent_failures_total{{parent=\"{}\"}} 0",
+            parent.addr
+        )),
+        "{metrics}"
+    );
+}

@@ -501,3 +501,75 @@ fn access_logs_have_a_line_per_request_in_both_formats() {
         "{text}"
     );
 }
+
+#[test]
+fn a_reload_during_a_slipstream_bench_load_fails_no_request() {
+    use std::io::Read;
+    let (www1, www2) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    std::fs::write(www1.path().join("who.txt"), "one").expect("write");
+    std::fs::write(www2.path().join("who.txt"), "two").expect("write");
+    let one = crate::support::serve(www1.path(), &[]);
+    let two = crate::support::serve(www2.path(), &[]);
+    let conf = tempfile::tempdir().expect("tempdir");
+    let file = |origin: std::net::SocketAddr| {
+        format!(
+            "[proxy]\nlisten = \"127.0.0.1:0\"\norigin = \"http://{origin}\"\n\n[proxy.cache]\nenabled = false\n"
+        )
+    };
+    let config = write_config(conf.path(), &file(one.addr));
+    let proxy = start(
+        &["proxy", "--config", config.to_str().expect("utf-8")],
+        "slipstream proxy",
+    );
+    let report = conf.path().join("bench.json");
+    let mut bench = bin()
+        .args(["bench", &format!("http://{}/who.txt", proxy.addr)])
+        .args(["--clients", "4", "--requests", "10000", "--duration", "60s"])
+        .arg("--json")
+        .arg(&report)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("bench");
+    // Wait for the bench's progress line to show answered requests.
+    let mut progress = bench.stderr.take().expect("stderr");
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        assert_eq!(
+            progress.read(&mut byte).expect("progress"),
+            1,
+            "bench ended early"
+        );
+        seen.push(byte[0]);
+        let text = String::from_utf8_lossy(&seen);
+        let answered = text
+            .rsplit('\r')
+            .nth(1)
+            .and_then(|line| line.split_whitespace().nth(1))
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n > 0);
+        if answered {
+            break;
+        }
+    }
+    std::thread::spawn(move || std::io::copy(&mut progress, &mut std::io::sink()));
+    std::fs::write(&config, file(two.addr)).expect("rewrite config");
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &proxy.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    assert!(bench.wait().expect("bench").success());
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
+    assert_eq!(report["error_count"], 0, "{report}");
+    assert_eq!(report["completed"], 10_000, "{report}");
+    assert!(
+        metric(two.addr, "slipstream_requests_total{status=\"2xx\"}") > 0.0,
+        "the reloaded origin took over"
+    );
+}

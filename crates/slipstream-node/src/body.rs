@@ -2,6 +2,7 @@
 //! rewriter, a compressor). A filtered body has a length nobody knows in advance, so whoever
 //! applies filters drops `Content-Length`.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -103,6 +104,56 @@ impl http_body::Body for Filtered {
     }
 }
 
+/// `body`, failing with `TimedOut` when no frame arrives for `idle`: an upstream that stalls
+/// mid-body ends the client's response instead of holding it open forever.
+pub fn idle_timeout(body: Body, idle: std::time::Duration) -> Body {
+    Body::stream(Idle {
+        inner: body,
+        idle,
+        timer: Box::pin(tokio::time::sleep(idle)),
+    })
+}
+
+struct Idle {
+    inner: Body,
+    idle: std::time::Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl http_body::Body for Idle {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                let deadline = tokio::time::Instant::now() + this.idle;
+                this.timer.as_mut().reset(deadline);
+                Poll::Ready(frame)
+            }
+            Poll::Pending => match this.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("the body stalled for {:?}", this.idle),
+                )))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use http_body_util::BodyExt;
@@ -119,6 +170,26 @@ mod tests {
         fn finish(&mut self) -> std::io::Result<Bytes> {
             Ok(Bytes::from_static(b"!end"))
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_body_fails_after_its_idle_timeout() {
+        let stalled = Body::stream(http_body_util::StreamBody::new(
+            futures_util::stream::pending::<Result<Frame<Bytes>, std::io::Error>>(),
+        ));
+        let t0 = tokio::time::Instant::now();
+        let e = idle_timeout(stalled, std::time::Duration::from_secs(30))
+            .collect()
+            .await
+            .expect_err("stalled");
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(t0.elapsed(), std::time::Duration::from_secs(30));
+        let ok = idle_timeout(Body::full("x"), std::time::Duration::from_secs(1))
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        assert_eq!(ok, "x");
     }
 
     #[tokio::test]

@@ -211,20 +211,22 @@ async fn fetch(
         forget(inner, key);
         return (passthrough(inner, res_parts, body, status), None);
     };
-    // Store: read the whole body, within the size bound and the per-chunk timeout.
+    // Store: read the whole body, within the size bound, the per-chunk timeout and the
+    // deadline for storing.
     let body = match collect(
         body,
         inner.settings.max_object_bytes,
         inner.upstreams.timeout(),
+        inner.settings.store_deadline,
     )
     .await
     {
         Ok(Collected::Whole(bytes)) if fits(bytes.len() as u64) => bytes,
         Ok(other) => {
-            // Outside the size rules (e.g. a chunked body that grew past the limit): the client
-            // gets everything, nothing is stored.
+            // Outside the size rules (e.g. a chunked body that grew past the limit) or too
+            // slow to wait for: the client gets everything, nothing is stored.
             inner.metrics.miss(0);
-            let mut r = Response::from_parts(res_parts, other.into_body());
+            let mut r = Response::from_parts(res_parts, other.into_body(inner.upstreams.timeout()));
             finish_forwarded(inner, &mut r, status);
             return (r, None);
         }
@@ -441,6 +443,7 @@ async fn replace(
         body,
         inner.settings.max_object_bytes,
         inner.upstreams.timeout(),
+        inner.settings.store_deadline,
     )
     .await?
     {
@@ -449,7 +452,7 @@ async fn replace(
             if let Some(store) = &inner.store {
                 store.remove(key);
             }
-            let mut r = Response::from_parts(res_parts, over.into_body());
+            let mut r = Response::from_parts(res_parts, over.into_body(inner.upstreams.timeout()));
             finish_forwarded(inner, &mut r, status);
             return Ok(r);
         }

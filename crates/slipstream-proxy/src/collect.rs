@@ -12,16 +12,19 @@ use crate::upstream::UpstreamError;
 pub(crate) enum Collected {
     /// The whole body, within the limit.
     Whole(Bytes),
-    /// Larger than the limit: what was read, and the rest still to come.
+    /// Not to be stored (larger than the limit, or slower than the deadline for storing): what
+    /// was read, and the rest still to come.
     Over(Bytes, Body),
 }
 
 impl Collected {
-    /// The body for a client that gets it without storing: the bytes read, then the rest.
-    pub(crate) fn into_body(self) -> Body {
+    /// The body for a client that gets it without storing: the bytes read, then the rest (which
+    /// fails if it stalls for `idle`).
+    pub(crate) fn into_body(self, idle: std::time::Duration) -> Body {
         match self {
             Collected::Whole(bytes) => Body::full(bytes),
             Collected::Over(head, rest) => {
+                let rest = slipstream_node::body::idle_timeout(rest, idle);
                 let stream = futures_util::stream::iter([Ok(head)]).chain(rest.into_data_stream());
                 Body::stream(http_body_util::StreamBody::new(
                     stream.map_ok(hyper::body::Frame::data),
@@ -31,15 +34,23 @@ impl Collected {
     }
 }
 
-/// Reads a body for storing, up to `limit` bytes; a chunk slower than `timeout` fails.
+/// Reads a body for storing, up to `limit` bytes; a chunk slower than `timeout` fails. A body
+/// still coming after `deadline` is not stored: what was read is handed on with the rest, so
+/// that a trickling upstream cannot hold its client with nothing sent.
 pub(crate) async fn collect(
     mut body: Body,
     limit: u64,
     timeout: std::time::Duration,
+    deadline: std::time::Duration,
 ) -> Result<Collected, UpstreamError> {
     let mut out = Vec::new();
+    let give_up = tokio::time::Instant::now() + deadline;
     loop {
-        let frame = match tokio::time::timeout(timeout, body.frame()).await {
+        let wait = timeout.min(give_up.saturating_duration_since(tokio::time::Instant::now()));
+        let frame = match tokio::time::timeout(wait, body.frame()).await {
+            Err(_) if tokio::time::Instant::now() >= give_up && wait < timeout => {
+                return Ok(Collected::Over(Bytes::from(out), body));
+            }
             Err(_) => {
                 return Err(UpstreamError::Timeout {
                     upstream: "upstream body".into(),

@@ -51,6 +51,11 @@ pub struct Config {
     /// `"30s"`).
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub upstream_timeout_ms: u64,
+    /// How long the proxy reads a cacheable body before giving up on storing it and streaming
+    /// the rest to the client, in milliseconds (or `"10s"`): a trickling upstream cannot hold
+    /// a client with nothing sent for longer.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub store_deadline_ms: u64,
     /// Bearer token for PURGE and `/_slipstream/purge`; purging is refused without one.
     pub purge_token: Option<String>,
     /// Largest request head in bytes (or `"16KiB"`).
@@ -132,6 +137,7 @@ impl Default for Config {
             max_collapsed_waiters: 1024,
             connect_timeout_ms: 3_000,
             upstream_timeout_ms: 30_000,
+            store_deadline_ms: 10_000,
             purge_token: None,
             max_header_bytes: 16 * 1024,
             workers: 0,
@@ -225,6 +231,8 @@ pub struct Settings {
     pub connect_timeout: Duration,
     /// Upstream response and body-chunk timeout.
     pub upstream_timeout: Duration,
+    /// How long a body is read for storing before it is streamed instead.
+    pub store_deadline: Duration,
     /// Purge token.
     pub purge_token: Option<String>,
     /// Connection limits for clients.
@@ -401,6 +409,7 @@ impl Config {
             max_collapsed_waiters: self.max_collapsed_waiters,
             connect_timeout: Duration::from_millis(self.connect_timeout_ms.max(1)),
             upstream_timeout: Duration::from_millis(self.upstream_timeout_ms.max(1)),
+            store_deadline: Duration::from_millis(self.store_deadline_ms.max(1)),
             purge_token: self.purge_token.clone().filter(|t| !t.is_empty()),
             limits: Limits {
                 max_header_bytes: self.max_header_bytes,

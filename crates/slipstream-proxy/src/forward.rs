@@ -54,6 +54,8 @@ pub(crate) fn passthrough(
     body: Body,
     status: Status,
 ) -> Response<Body> {
+    // A body that stalls ends the response instead of holding the client forever.
+    let body = slipstream_node::body::idle_timeout(body, inner.upstreams.timeout());
     let mut response = Response::from_parts(parts, body);
     finish_forwarded(inner, &mut response, status);
     response

@@ -167,3 +167,76 @@ async fn x_forwarded_host_and_the_like_are_stripped_unless_passed() {
         Some(&b"evil.example"[..])
     );
 }
+
+/// An upstream that sends `head`, then `body` one byte every `every`, then stalls for ever.
+async fn trickling_upstream(
+    head: &'static [u8],
+    body: &'static [u8],
+    every: std::time::Duration,
+) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(head).await;
+                for b in body {
+                    tokio::time::sleep(every).await;
+                    if s.write_all(&[*b]).await.is_err() {
+                        return;
+                    }
+                }
+                std::future::pending::<()>().await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trickling_cacheable_upstream_is_streamed_after_the_store_deadline() {
+    let up = trickling_upstream(
+        b"HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\ncontent-length: 10\r\n\r\n",
+        b"0123456789",
+        std::time::Duration::from_secs(5),
+    )
+    .await;
+    let p = proxy(reverse("edge", up)).await;
+    let t0 = tokio::time::Instant::now();
+    // `get` allows 20 s for the response head: before the store deadline existed, the proxy
+    // read all 50 s of body before answering.
+    let got = get(p, "/slow", &[]).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body, "0123456789");
+    assert!(
+        !got.cache_status().contains("stored"),
+        "{}",
+        got.cache_status()
+    );
+    assert!(t0.elapsed() >= std::time::Duration::from_secs(50));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_uncacheable_body_ends_after_the_upstream_timeout() {
+    let up = trickling_upstream(
+        b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncontent-length: 100\r\n\r\nab",
+        b"",
+        std::time::Duration::from_secs(1),
+    )
+    .await;
+    let p = proxy(reverse("edge", up)).await;
+    let t0 = tokio::time::Instant::now();
+    let received = crate::support::get_fallible(p, "/stalled")
+        .await
+        .expect_err("the body cannot complete");
+    assert_eq!(received, 2);
+    let held = t0.elapsed();
+    assert!(
+        held >= std::time::Duration::from_secs(30) && held < std::time::Duration::from_secs(61),
+        "held {held:?}"
+    );
+}

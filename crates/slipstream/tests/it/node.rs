@@ -297,28 +297,64 @@ fn sigterm_during_a_100_mb_download_completes_it_and_exits_0() {
     assert_eq!(exit.code(), Some(0), "{exit:?}");
 }
 
+/// Two origins whose `/who.txt` says `one` or `two`, and a caching-off proxy whose config file
+/// names the first; [`Reloadable::switch`] rewrites the file for the second and sends SIGHUP.
+struct Reloadable {
+    _sites: (tempfile::TempDir, tempfile::TempDir),
+    conf: tempfile::TempDir,
+    config: std::path::PathBuf,
+    _one: Node,
+    two: Node,
+    proxy: Node,
+}
+
+fn proxy_config(origin: std::net::SocketAddr) -> String {
+    format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\norigin = \"http://{origin}\"\n\n[proxy.cache]\nenabled = false\n"
+    )
+}
+
+impl Reloadable {
+    fn start() -> Reloadable {
+        let sites = (
+            tempfile::tempdir().expect("dir"),
+            tempfile::tempdir().expect("dir"),
+        );
+        std::fs::write(sites.0.path().join("who.txt"), "one").expect("write");
+        std::fs::write(sites.1.path().join("who.txt"), "two").expect("write");
+        let one = crate::support::serve(sites.0.path(), &[]);
+        let two = crate::support::serve(sites.1.path(), &[]);
+        let conf = tempfile::tempdir().expect("tempdir");
+        let config = write_config(conf.path(), &proxy_config(one.addr));
+        let proxy = start(
+            &["proxy", "--config", config.to_str().expect("utf-8")],
+            "slipstream proxy",
+        );
+        Reloadable {
+            _sites: sites,
+            conf,
+            config,
+            _one: one,
+            two,
+            proxy,
+        }
+    }
+
+    /// Points the proxy's file at the second origin and sends SIGHUP.
+    fn switch(&self) {
+        std::fs::write(&self.config, proxy_config(self.two.addr)).expect("rewrite config");
+        let status = std::process::Command::new("kill")
+            .args(["-HUP", &self.proxy.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+}
+
 #[test]
 fn sighup_reloads_the_origins_under_load_without_a_failed_request() {
-    let (www1, www2) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    std::fs::write(www1.path().join("who.txt"), "one").expect("write");
-    std::fs::write(www2.path().join("who.txt"), "two").expect("write");
-    let one = crate::support::serve(www1.path(), &[]);
-    let two = crate::support::serve(www2.path(), &[]);
-    let conf = tempfile::tempdir().expect("tempdir");
-    let file = |origin: std::net::SocketAddr| {
-        format!(
-            "[proxy]\nlisten = \"127.0.0.1:0\"\norigin = \"http://{origin}\"\n\n[proxy.cache]\nenabled = false\n"
-        )
-    };
-    let config = write_config(conf.path(), &file(one.addr));
-    let mut proxy = start(
-        &["proxy", "--config", config.to_str().expect("utf-8")],
-        "slipstream proxy",
-    );
-    let addr = proxy.addr;
+    let mut setup = Reloadable::start();
+    let addr = setup.proxy.addr;
 
     const CLIENTS: usize = 4;
     const MAX_PER_CLIENT: usize = 3_000;
@@ -353,12 +389,7 @@ fn sighup_reloads_the_origins_under_load_without_a_failed_request() {
         .collect();
     drop(reload_now);
     reload_signal.recv().expect("load under way");
-    std::fs::write(&config, file(two.addr)).expect("rewrite config");
-    let status = std::process::Command::new("kill")
-        .args(["-HUP", &proxy.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    setup.switch();
     let failures: Vec<String> = clients
         .into_iter()
         .flat_map(|c| c.join().expect("client"))
@@ -369,7 +400,7 @@ fn sighup_reloads_the_origins_under_load_without_a_failed_request() {
         "the reloaded origin answers"
     );
     assert!(
-        proxy.child.try_wait().expect("wait").is_none(),
+        setup.proxy.child.try_wait().expect("wait").is_none(),
         "still running"
     );
 }
@@ -505,28 +536,10 @@ fn access_logs_have_a_line_per_request_in_both_formats() {
 #[test]
 fn a_reload_during_a_slipstream_bench_load_fails_no_request() {
     use std::io::Read;
-    let (www1, www2) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    std::fs::write(www1.path().join("who.txt"), "one").expect("write");
-    std::fs::write(www2.path().join("who.txt"), "two").expect("write");
-    let one = crate::support::serve(www1.path(), &[]);
-    let two = crate::support::serve(www2.path(), &[]);
-    let conf = tempfile::tempdir().expect("tempdir");
-    let file = |origin: std::net::SocketAddr| {
-        format!(
-            "[proxy]\nlisten = \"127.0.0.1:0\"\norigin = \"http://{origin}\"\n\n[proxy.cache]\nenabled = false\n"
-        )
-    };
-    let config = write_config(conf.path(), &file(one.addr));
-    let proxy = start(
-        &["proxy", "--config", config.to_str().expect("utf-8")],
-        "slipstream proxy",
-    );
-    let report = conf.path().join("bench.json");
+    let setup = Reloadable::start();
+    let report = setup.conf.path().join("bench.json");
     let mut bench = bin()
-        .args(["bench", &format!("http://{}/who.txt", proxy.addr)])
+        .args(["bench", &format!("http://{}/who.txt", setup.proxy.addr)])
         .args(["--clients", "4", "--requests", "10000", "--duration", "60s"])
         .arg("--json")
         .arg(&report)
@@ -557,19 +570,14 @@ fn a_reload_during_a_slipstream_bench_load_fails_no_request() {
         }
     }
     std::thread::spawn(move || std::io::copy(&mut progress, &mut std::io::sink()));
-    std::fs::write(&config, file(two.addr)).expect("rewrite config");
-    let status = std::process::Command::new("kill")
-        .args(["-HUP", &proxy.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    setup.switch();
     assert!(bench.wait().expect("bench").success());
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
     assert_eq!(report["error_count"], 0, "{report}");
     assert_eq!(report["completed"], 10_000, "{report}");
     assert!(
-        metric(two.addr, "slipstream_requests_total{status=\"2xx\"}") > 0.0,
+        metric(setup.two.addr, "slipstream_requests_total{status=\"2xx\"}") > 0.0,
         "the reloaded origin took over"
     );
 }

@@ -127,14 +127,21 @@ fn missing_key_file_is_a_clear_error() {
     assert!(err.contains("/nonexistent/cert.pem"), "{err}");
 }
 
+/// A self-signed certificate for 127.0.0.1 and its key, written as PEM files in `dir`; the
+/// certificate doubles as the CA a client is told to trust.
+fn certificate_for_loopback(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).expect("certificate");
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).expect("write cert");
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).expect("write key");
+    (cert_path, key_path)
+}
+
 #[test]
 fn an_https_origin_is_verified_against_the_ca_file() {
     let dir = site();
     let certs = tempfile::tempdir().expect("tempdir");
-    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).expect("certificate");
-    let (cert_path, key_path) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
-    std::fs::write(&cert_path, cert.cert.pem()).expect("write cert");
-    std::fs::write(&key_path, cert.key_pair.serialize_pem()).expect("write key");
+    let (cert_path, key_path) = certificate_for_loopback(certs.path());
     let origin = serve(
         dir.path(),
         &[
@@ -172,10 +179,7 @@ fn an_https_origin_is_verified_against_the_ca_file() {
 fn an_https_parent_carries_a_childs_misses() {
     let dir = site();
     let certs = tempfile::tempdir().expect("tempdir");
-    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).expect("certificate");
-    let (cert_path, key_path) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
-    std::fs::write(&cert_path, cert.cert.pem()).expect("write cert");
-    std::fs::write(&key_path, cert.key_pair.serialize_pem()).expect("write key");
+    let (cert_path, key_path) = certificate_for_loopback(certs.path());
     let origin = serve(dir.path(), &["--cache-control", "max-age=60"]);
     // A forward proxy on HTTPS, the parent.
     let parent = crate::support::start(

@@ -209,7 +209,9 @@ where
     }
 
     /// Forgets `key`'s header if it holds no data: for a request that named nothing servable
-    /// (a 404, say), so that requests for made-up URLs leave nothing behind. Returns whether a
+    /// (a 404, say), so that requests for made-up URLs leave nothing behind. Paper 002 keeps a
+    /// header with a frequency count for every object requested (§4.2.3.1); an object that does
+    /// not exist has no frequency worth keeping. Returns whether a
     /// header was forgotten.
     pub fn forget<Q>(&mut self, key: &Q) -> bool
     where

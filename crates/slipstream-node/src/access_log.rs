@@ -47,7 +47,8 @@ pub struct AccessLog {
 
 #[derive(Debug)]
 struct Inner {
-    tx: SyncSender<Message>,
+    /// `None` only while dropping: the writer ends when the queue's sender is gone.
+    tx: Option<SyncSender<Message>>,
     format: Format,
     clock: Clock,
     dropped: AtomicU64,
@@ -76,7 +77,7 @@ impl AccessLog {
             .spawn(move || write_lines(rx, file, path))?;
         Ok(AccessLog {
             inner: Arc::new(Inner {
-                tx,
+                tx: Some(tx),
                 format,
                 clock,
                 dropped: AtomicU64::new(0),
@@ -87,7 +88,9 @@ impl AccessLog {
 
     /// Asks the writer to open the file again (after it was moved away by log rotation).
     pub fn reopen(&self) {
-        let _ = self.inner.tx.try_send(Message::Reopen);
+        if let Some(tx) = &self.inner.tx {
+            let _ = tx.try_send(Message::Reopen);
+        }
     }
 
     /// Lines dropped because the writer fell behind.
@@ -96,22 +99,25 @@ impl AccessLog {
     }
 
     fn send(&self, line: Vec<u8>) {
-        match self.inner.tx.try_send(Message::Line(line)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.inner.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        let sent = self
+            .inner
+            .tx
+            .as_ref()
+            .map(|tx| tx.try_send(Message::Line(line)));
+        if matches!(
+            sent,
+            None | Some(Err(TrySendError::Full(_) | TrySendError::Disconnected(_)))
+        ) {
+            self.inner.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
 
 impl Drop for Inner {
+    /// Waits for the writer to write what is queued, so a stopping node loses no line.
     fn drop(&mut self) {
-        // Dropping `tx` (after this) ends the writer once it has written what is queued.
+        drop(self.tx.take());
         if let Some(w) = self.writer.get_mut().take() {
-            let (tx, _) = sync_channel(0);
-            let old = std::mem::replace(&mut self.tx, tx);
-            drop(old);
             let _ = w.join();
         }
     }

@@ -174,7 +174,7 @@ impl Proxy {
 impl slipstream_node::Service for Proxy {
     async fn call(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
         let start = self.inner.clock.instant();
-        let response = route::handle(&self.inner, req, peer).await;
+        let response = route::handle(&self.inner, req, peer, start).await;
         self.inner.metrics.response(
             response.status(),
             self.inner.clock.instant().saturating_duration_since(start),

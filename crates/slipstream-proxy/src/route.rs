@@ -18,6 +18,7 @@ pub(crate) async fn handle(
     inner: &Arc<Inner>,
     req: Request<Incoming>,
     peer: SocketAddr,
+    arrived: std::time::Instant,
 ) -> Response<Body> {
     let name = inner.settings.name.as_str();
     let absolute = absolute_form(inner, &req);
@@ -37,7 +38,7 @@ pub(crate) async fn handle(
         Ok(t) => t,
         Err(response) => return *response,
     };
-    let mut ctx = Ctx::new(peer, inner.clock.instant());
+    let mut ctx = Ctx::new(peer, arrived);
     let (mut parts, body) = req.into_parts();
     parts.uri = target;
     if inner.settings.forwarded == crate::config::Forwarded::Strip {

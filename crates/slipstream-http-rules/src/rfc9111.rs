@@ -180,7 +180,12 @@ impl Policy {
                 let key = fields::vary_key_for(&names, req_headers);
                 (names, key)
             }),
-            etag: res_headers.get(ETAG).filter(|v| is_entity_tag(v)).cloned(),
+            // Copied, not cloned: a received value shares the connection's read buffer, which a
+            // stored policy would otherwise keep alive.
+            etag: res_headers
+                .get(ETAG)
+                .filter(|v| is_entity_tag(v))
+                .map(detached),
             last_modified: res_headers
                 .get(LAST_MODIFIED)
                 .filter(|v| {
@@ -189,7 +194,7 @@ impl Policy {
                         .and_then(|s| httpdate::parse_http_date(s).ok())
                         .is_some()
                 })
-                .cloned(),
+                .map(detached),
         }
     }
 
@@ -514,6 +519,14 @@ fn storable(
     // understand 206, which this cache does not store), and explicit-or-heuristic cacheability.
     http_cache_semantics::CachePolicy::new_options(&req, &res, response_time, lib_opts)
         .is_storable()
+}
+
+/// A copy of `value` in its own allocation. A value parsed by hyper is a slice of the
+/// connection's read buffer, and a clone keeps that whole buffer alive.
+pub fn detached(value: &HeaderValue) -> HeaderValue {
+    let mut copy = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
+    copy.set_sensitive(value.is_sensitive());
+    copy
 }
 
 /// RFC 9110 §8.8.3 entity-tag: `[W/] DQUOTE *etagc DQUOTE`. A malformed one is not sent back.

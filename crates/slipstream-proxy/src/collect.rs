@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use http::HeaderMap;
+use http_body::Body as _;
 use http_body_util::BodyExt;
 use slipstream_http::Body;
 
@@ -43,7 +44,13 @@ pub(crate) async fn collect(
     timeout: std::time::Duration,
     deadline: std::time::Duration,
 ) -> Result<Collected, UpstreamError> {
-    let mut out = Vec::new();
+    // Sized to the announced length, so that a stored body holds no spare capacity.
+    let announced = body
+        .size_hint()
+        .exact()
+        .unwrap_or(0)
+        .min(limit.saturating_add(1));
+    let mut out = Vec::with_capacity(usize::try_from(announced).unwrap_or(0));
     let give_up = tokio::time::Instant::now() + deadline;
     loop {
         let wait = timeout.min(give_up.saturating_duration_since(tokio::time::Instant::now()));
@@ -73,6 +80,7 @@ pub(crate) async fn collect(
             }
         }
     }
+    out.shrink_to_fit();
     Ok(Collected::Whole(Bytes::from(out)))
 }
 

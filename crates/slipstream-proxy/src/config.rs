@@ -367,10 +367,10 @@ impl Config {
         }
         let cache = if self.cache.enabled {
             let policy: Policy = self.cache.policy.parse()?;
-            let mut c = slipstream_cache::Config::new(self.cache.capacity_bytes, policy);
-            // A proxy stores whole responses: the level rule is applied by the size bounds.
-            c.max_file_size = Some(self.cache.capacity_bytes);
-            Some(c)
+            Some(crate::store::bounded_config(
+                self.cache.capacity_bytes,
+                policy,
+            ))
         } else {
             None
         };

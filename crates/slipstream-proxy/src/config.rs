@@ -56,6 +56,19 @@ pub struct Config {
     /// a client with nothing sent for longer.
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub store_deadline_ms: u64,
+    /// Least rate of an upstream body, in bytes per second (or `"1KiB"`), averaged over each
+    /// `upstream_min_rate_window_ms`; a slower body is cut. 0 (the default, as in Varnish and
+    /// Traffic Server) turns it off: a long-lived stream such as server-sent events may be
+    /// quiet for a long time. A forward proxy, which fetches from anyone, should set it.
+    #[serde(deserialize_with = "slipstream_units::de::bytes")]
+    pub upstream_min_rate: u64,
+    /// The window `upstream_min_rate` is averaged over (or `"30s"`).
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub upstream_min_rate_window_ms: u64,
+    /// Longest an upstream body may take in all, in milliseconds (or `"10m"`); 0 (the default)
+    /// turns it off.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub upstream_body_timeout_ms: u64,
     /// Bearer token for PURGE and `/_slipstream/purge`; purging is refused without one.
     pub purge_token: Option<String>,
     /// Largest request head in bytes (or `"16KiB"`).
@@ -138,6 +151,9 @@ impl Default for Config {
             connect_timeout_ms: 3_000,
             upstream_timeout_ms: 30_000,
             store_deadline_ms: 10_000,
+            upstream_min_rate: 0,
+            upstream_min_rate_window_ms: 30_000,
+            upstream_body_timeout_ms: 0,
             purge_token: None,
             max_header_bytes: 16 * 1024,
             workers: 0,
@@ -233,6 +249,8 @@ pub struct Settings {
     pub upstream_timeout: Duration,
     /// How long a body is read for storing before it is streamed instead.
     pub store_deadline: Duration,
+    /// The least rate and the total deadline of upstream bodies.
+    pub body_pace: slipstream_node::body::Pace,
     /// Purge token.
     pub purge_token: Option<String>,
     /// Connection limits for clients.
@@ -410,6 +428,15 @@ impl Config {
             connect_timeout: Duration::from_millis(self.connect_timeout_ms.max(1)),
             upstream_timeout: Duration::from_millis(self.upstream_timeout_ms.max(1)),
             store_deadline: Duration::from_millis(self.store_deadline_ms.max(1)),
+            body_pace: slipstream_node::body::Pace {
+                idle: None,
+                min_rate: (self.upstream_min_rate > 0).then(|| slipstream_node::body::MinRate {
+                    bytes_per_second: self.upstream_min_rate,
+                    window: Duration::from_millis(self.upstream_min_rate_window_ms.max(1)),
+                }),
+                total: (self.upstream_body_timeout_ms > 0)
+                    .then(|| Duration::from_millis(self.upstream_body_timeout_ms)),
+            },
             purge_token: self.purge_token.clone().filter(|t| !t.is_empty()),
             limits: Limits {
                 max_header_bytes: self.max_header_bytes,

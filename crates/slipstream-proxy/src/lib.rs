@@ -115,7 +115,8 @@ impl Builder {
             settings.upstream_timeout,
             self.clock,
             metrics.registry.clone(),
-        );
+        )
+        .with_body_pace(settings.body_pace);
         let store = settings.cache.map(store::Store::new);
         let collapser = collapse::Collapser::new(settings.max_collapsed_waiters);
         let inner = Arc::new(Inner {

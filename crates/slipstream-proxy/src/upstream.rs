@@ -146,6 +146,7 @@ pub struct Upstreams {
     parents: RwLock<HashMap<String, Client<ParentConnector, UpBody>>>,
     policies: Mutex<Policies>,
     timeout: Duration,
+    pace: slipstream_node::body::Pace,
     clock: Clock,
     registry: Arc<Registry>,
     failures: Mutex<HashMap<String, Arc<Counter>>>,
@@ -256,6 +257,7 @@ impl Upstreams {
             parents: RwLock::new(HashMap::new()),
             policies: Mutex::new(policies),
             timeout,
+            pace: slipstream_node::body::Pace::default(),
             clock,
             registry,
             failures: Mutex::new(HashMap::new()),
@@ -435,7 +437,13 @@ impl Upstreams {
             match result {
                 Ok(response) => {
                     ctx.upstream = Some(name);
-                    return Ok(response.map(|b| Body::stream(b.map_err(std::io::Error::other))));
+                    let pace = self.pace;
+                    return Ok(response.map(|b| {
+                        slipstream_node::body::paced(
+                            Body::stream(b.map_err(std::io::Error::other)),
+                            pace,
+                        )
+                    }));
                 }
                 Err(e) => {
                     if matches!(hop, Hop::Parent(_)) {
@@ -477,6 +485,12 @@ impl Upstreams {
                 source: Box::new(e),
             }),
         }
+    }
+
+    /// Bodies received from now on must keep `pace` (a least rate, a total deadline).
+    pub fn with_body_pace(mut self, pace: slipstream_node::body::Pace) -> Upstreams {
+        self.pace = pace;
+        self
     }
 
     /// The response timeout, also used between body chunks.

@@ -240,3 +240,44 @@ async fn a_stalled_uncacheable_body_ends_after_the_upstream_timeout() {
         "held {held:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_body_under_the_least_rate_is_cut_at_the_end_of_its_window() {
+    // One byte every 5 s never stalls for the 30 s upstream timeout: without a least rate it
+    // would hold the client for 500 s.
+    let up = trickling_upstream(
+        b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncontent-length: 100\r\n\r\n",
+        &[b'x'; 100],
+        std::time::Duration::from_secs(5),
+    )
+    .await;
+    let mut config = reverse("edge", up);
+    config.upstream_min_rate = 10;
+    config.upstream_min_rate_window_ms = 20_000;
+    let p = proxy(config).await;
+    let t0 = tokio::time::Instant::now();
+    let received = crate::support::get_fallible(p, "/trickle")
+        .await
+        .expect_err("the body is cut");
+    assert!(received < 100, "received {received}");
+    assert_eq!(t0.elapsed().as_secs(), 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_still_arriving_after_the_total_deadline_is_cut() {
+    let up = trickling_upstream(
+        b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncontent-length: 100\r\n\r\n",
+        &[b'x'; 100],
+        std::time::Duration::from_secs(1),
+    )
+    .await;
+    let mut config = reverse("edge", up);
+    config.upstream_body_timeout_ms = 30_000;
+    let p = proxy(config).await;
+    let t0 = tokio::time::Instant::now();
+    let received = crate::support::get_fallible(p, "/long")
+        .await
+        .expect_err("the body is cut");
+    assert!((25..=30).contains(&received), "received {received}");
+    assert_eq!(t0.elapsed().as_secs(), 30);
+}

@@ -100,6 +100,56 @@ pub enum TlsError {
 
 /// Builds a TLS acceptor from PEM files, offering HTTP/2 and HTTP/1.1 by ALPN.
 pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, TlsError> {
+    Ok(reloadable_tls(cert, key)?.0)
+}
+
+/// A TLS acceptor from PEM files, and the handle that replaces its certificate for new
+/// handshakes ([`Certificates::reload`]); connections already open keep theirs.
+pub fn reloadable_tls(
+    cert: &Path,
+    key: &Path,
+) -> Result<(tokio_rustls::TlsAcceptor, Arc<Certificates>), TlsError> {
+    let certificates = Arc::new(Certificates {
+        current: parking_lot::RwLock::new(certified_key(cert, key)?),
+    });
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_cert_resolver(certificates.clone());
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok((
+        tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        certificates,
+    ))
+}
+
+/// The certificate a TLS listener presents, replaceable while it runs.
+#[derive(Debug)]
+pub struct Certificates {
+    current: parking_lot::RwLock<Arc<rustls::sign::CertifiedKey>>,
+}
+
+impl Certificates {
+    /// Reads `cert` and `key` again and presents them from the next handshake on. On an error
+    /// the current certificate stays.
+    pub fn reload(&self, cert: &Path, key: &Path) -> Result<(), TlsError> {
+        let fresh = certified_key(cert, key)?;
+        *self.current.write() = fresh;
+        Ok(())
+    }
+}
+
+impl rustls::server::ResolvesServerCert for Certificates {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.current.read().clone())
+    }
+}
+
+fn certified_key(cert: &Path, key: &Path) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
     let read = |p: &Path| {
         std::fs::read(p).map_err(|source| TlsError::Read {
             path: p.display().to_string(),
@@ -121,13 +171,20 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor
     let key_der = rustls_pemfile::private_key(&mut key_pem.as_slice())
         .map_err(|e| invalid(key, &e.to_string()))?
         .ok_or_else(|| invalid(key, "no PEM private key found"))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key_der)?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    let signing = rustls::crypto::ring::sign::any_supported_type(&key_der)
+        .map_err(|e| invalid(key, &e.to_string()))?;
+    let certified = rustls::sign::CertifiedKey::new(certs, signing);
+    // The key must belong to the certificate; rustls checks it when the provider can.
+    match certified.keys_match() {
+        Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => {}
+        Err(e) => {
+            return Err(invalid(
+                key,
+                &format!("does not match {}: {e}", cert.display()),
+            ))
+        }
+    }
+    Ok(Arc::new(certified))
 }
 
 /// Serves `handler` on `listener` until `shutdown` completes, then drains: stops accepting

@@ -62,11 +62,26 @@ pub enum SpawnError {
 pub struct Running {
     /// Where it listens.
     pub bound: Bound,
+    certificates: Option<Arc<listen::Certificates>>,
     stop: tokio::sync::oneshot::Sender<()>,
     served: tokio::task::JoinHandle<usize>,
 }
 
 impl Running {
+    /// Presents the certificate in `cert` and `key` from the next TLS handshake on (a reload);
+    /// connections already open keep theirs. An error leaves the current certificate. Nothing
+    /// to do for a plain-HTTP listener.
+    pub fn reload_tls(
+        &self,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<(), SpawnError> {
+        match &self.certificates {
+            Some(c) => Ok(c.reload(cert, key)?),
+            None => Ok(()),
+        }
+    }
+
     /// Stops accepting and waits for the requests in progress to finish, for at most the
     /// listener's drain deadline. Returns how many connections were still open at the
     /// deadline.
@@ -80,10 +95,11 @@ impl Running {
 /// [`Running::drain`].
 pub async fn start<H: Handler>(listen: &Listen, handler: Arc<H>) -> Result<Running, SpawnError> {
     let (listener, bound, tls) = bind(listen).await?;
+    let (acceptor, certificates) = tls.unzip();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let served = tokio::spawn(listen::serve(
         listener,
-        tls,
+        acceptor,
         listen.limits,
         handler,
         async move {
@@ -93,6 +109,7 @@ pub async fn start<H: Handler>(listen: &Listen, handler: Arc<H>) -> Result<Runni
     ));
     Ok(Running {
         bound,
+        certificates,
         stop,
         served,
     })
@@ -104,7 +121,10 @@ async fn bind(
     (
         tokio::net::TcpListener,
         Bound,
-        Option<slipstream_http::listen::TlsAcceptor>,
+        Option<(
+            slipstream_http::listen::TlsAcceptor,
+            Arc<listen::Certificates>,
+        )>,
     ),
     SpawnError,
 > {
@@ -117,7 +137,7 @@ async fn bind(
         .map_err(bind_error)?;
     let addr = listener.local_addr().map_err(bind_error)?;
     let tls = match &listen.tls {
-        Some((cert, key)) => Some(listen::tls_acceptor(cert, key)?),
+        Some((cert, key)) => Some(listen::reloadable_tls(cert, key)?),
         None => None,
     };
     let bound = Bound {
@@ -133,7 +153,7 @@ pub async fn spawn<H: Handler>(listen: &Listen, handler: Arc<H>) -> Result<Bound
     let (listener, bound, tls) = bind(listen).await?;
     tokio::spawn(listen::serve(
         listener,
-        tls,
+        tls.map(|(acceptor, _)| acceptor),
         listen.limits,
         handler,
         std::future::pending(),

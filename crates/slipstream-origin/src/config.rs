@@ -49,6 +49,8 @@ pub struct Config {
     pub drain_timeout_ms: u64,
     /// Append a line per request to this file (reopened on SIGUSR1, for log rotation).
     pub access_log: Option<std::path::PathBuf>,
+    /// Write the process id to this file while running, for `slipstream reload --config`.
+    pub pid_file: Option<std::path::PathBuf>,
     /// `combined` (Apache's and nginx's format) or `json` (with cache status and upstream).
     pub access_log_format: slipstream_node::access_log::Format,
     /// Serve hidden files and directories (`.env`, `.git/`); off by default, when they answer
@@ -96,6 +98,7 @@ impl Default for Config {
             workers: 0,
             drain_timeout_ms: 30_000,
             access_log: None,
+            pid_file: None,
             access_log_format: slipstream_node::access_log::Format::Combined,
             cache_control: None,
             serve_hidden: false,
@@ -166,6 +169,8 @@ pub struct Settings {
     pub drain: Duration,
     /// The access log file and its format, if any.
     pub access_log: Option<(std::path::PathBuf, slipstream_node::access_log::Format)>,
+    /// Where the process id is written while running.
+    pub pid_file: Option<std::path::PathBuf>,
     /// Cache-Control sent with every file.
     pub cache_control: Option<http::HeaderValue>,
     /// Whether hidden files are served.
@@ -254,6 +259,7 @@ impl Config {
             workers: self.workers,
             drain: Duration::from_millis(self.drain_timeout_ms),
             access_log: self.access_log.clone().map(|p| (p, self.access_log_format)),
+            pid_file: self.pid_file.clone(),
             cache_control,
             serve_hidden: self.serve_hidden,
         })

@@ -86,6 +86,8 @@ pub struct Config {
     pub drain_timeout_ms: u64,
     /// Append a line per request to this file (reopened on SIGUSR1, for log rotation).
     pub access_log: Option<std::path::PathBuf>,
+    /// Write the process id to this file while running, for `slipstream reload --config`.
+    pub pid_file: Option<std::path::PathBuf>,
     /// `combined` (Apache's and nginx's format) or `json` (with cache status and upstream).
     pub access_log_format: slipstream_node::access_log::Format,
     /// PEM certificate chain; with `tls_key`, clients connect over HTTPS (HTTP/2 and HTTP/1.1
@@ -161,6 +163,7 @@ impl Default for Config {
             max_connections_per_ip: 1_000,
             drain_timeout_ms: 30_000,
             access_log: None,
+            pid_file: None,
             access_log_format: slipstream_node::access_log::Format::Combined,
             connect_ports: vec![443],
             tls_cert: None,
@@ -261,6 +264,8 @@ pub struct Settings {
     pub drain: Duration,
     /// The access log file and its format, if any.
     pub access_log: Option<(std::path::PathBuf, slipstream_node::access_log::Format)>,
+    /// Where the process id is written while running.
+    pub pid_file: Option<std::path::PathBuf>,
     /// Ports CONNECT may reach.
     pub connect_ports: Vec<u16>,
     /// Certificate and key, if clients use TLS.
@@ -447,6 +452,7 @@ impl Config {
             workers: self.workers,
             drain: Duration::from_millis(self.drain_timeout_ms),
             access_log: self.access_log.clone().map(|p| (p, self.access_log_format)),
+            pid_file: self.pid_file.clone(),
             connect_ports: self.connect_ports.clone(),
             tls,
         })

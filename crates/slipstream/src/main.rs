@@ -7,6 +7,7 @@ mod check_cmd;
 mod demo;
 mod experiment_cmd;
 mod proxy_cmd;
+mod reload_cmd;
 mod serve;
 mod sim_cmd;
 mod workload_cmd;
@@ -41,6 +42,8 @@ enum Command {
     Experiment(experiment_cmd::Args),
     /// Check a node's config file without starting anything: file, line and field of each error.
     CheckConfig(check_cmd::Args),
+    /// Check a node's config file, then ask the running node to reload it (SIGHUP).
+    Reload(reload_cmd::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -64,6 +67,7 @@ fn main() -> std::process::ExitCode {
         Command::Workload(args) => workload_cmd::run(args),
         Command::Experiment(args) => experiment_cmd::run(args),
         Command::CheckConfig(args) => check_cmd::run(args),
+        Command::Reload(args) => reload_cmd::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -113,11 +113,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let drain = settings.drain;
         let mut signals = crate::serve::signals()?;
         let log = crate::serve::access_log(&settings.access_log)?;
+        // Written once SIGHUP is handled, so that `reload` cannot kill a starting node.
+        let _pid = crate::serve::PidFile::create(settings.pid_file.clone())?;
         let (running, proxy) = start_with(settings, log.clone()).await?;
         loop {
             match signals.next().await {
                 Asked::Stop => break,
-                Asked::Reload => reload(&args, &proxy),
+                Asked::Reload => reload(&args, &proxy, &running),
                 Asked::Reopen => crate::serve::reopen(log.as_ref()),
             }
         }
@@ -127,16 +129,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// SIGHUP: reads the config again (file and flags). Parents and origins change at once, with
-/// the connections and what selection learnt about endpoints that stay; the cache is kept. A
+/// the connections and what selection learnt about endpoints that stay; the cache is kept; the
+/// TLS certificate is read again for new connections. A
 /// config that does not validate is refused and the proxy runs on unchanged.
-fn reload(args: &Args, proxy: &Proxy) {
+fn reload(args: &Args, proxy: &Proxy, running: &Running) {
     let new = match args.config().and_then(|c| Ok(c.validate()?)) {
         Ok(new) => new,
         Err(e) => {
-            eprintln!("reload refused, running on unchanged: {e:#}");
+            println!("reload refused, running on unchanged: {e:#}");
             return;
         }
     };
+    if !crate::serve::reload_tls(running, new.tls.as_ref()) {
+        println!("reload refused, running on unchanged");
+        return;
+    }
     proxy.set_parents(&new.parents, &new.https_parents);
     proxy.set_origins(&new.origins);
     let old = proxy.settings();
@@ -144,6 +151,7 @@ fn reload(args: &Args, proxy: &Proxy) {
     rest.parents = old.parents.clone();
     rest.origins = old.origins.clone();
     rest.origin = old.origin.clone();
+    rest.tls = old.tls.clone();
     let list = |v: &[http::uri::Authority]| {
         v.iter()
             .map(|a| format!("http://{a}"))
@@ -156,7 +164,7 @@ fn reload(args: &Args, proxy: &Proxy) {
         list(&new.origins)
     );
     if format!("{rest:?}") != format!("{old:?}") {
-        eprintln!("reload: changes other than parents and origins take effect at the next start");
+        println!("reload: changes other than parents and origins take effect at the next start");
     }
 }
 

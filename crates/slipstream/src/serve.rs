@@ -104,6 +104,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let drain = settings.drain;
         let mut signals = signals()?;
         let log = access_log(&settings.access_log)?;
+        // Written once SIGHUP is handled, so that `reload` cannot kill a starting node.
+        let _pid = PidFile::create(settings.pid_file.clone())?;
         let server = start_with(settings, log.clone()).await?;
         let (scheme, addr) = (server.bound.scheme(), server.bound.addr);
         println!("slipstream serve: {} on {scheme}://{addr}/", root.display());
@@ -113,17 +115,69 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 Asked::Stop => break,
                 Asked::Reopen => reopen(log.as_ref()),
                 Asked::Reload => match args.config().and_then(|c| Ok(c.validate()?)) {
-                    // Nothing of `[serve]` changes at run time yet: say so rather than pretend.
-                    Ok(_) => eprintln!(
-                        "reload: the config is valid; `serve` applies changes at the next start"
-                    ),
-                    Err(e) => eprintln!("reload: the config is not valid: {e:#}"),
+                    // Of `[serve]`, only the certificate changes at run time: say so rather
+                    // than pretend.
+                    Ok(new) => {
+                        if reload_tls(&server, new.tls.as_ref()) {
+                            println!(
+                                "reload: the config is valid; `serve` applies changes other than \
+                                 the TLS certificate at the next start"
+                            );
+                        }
+                    }
+                    Err(e) => println!("reload refused, running on unchanged: {e:#}"),
                 },
             }
         }
         stop(server, drain).await;
         Ok(())
     })
+}
+
+/// On a reload, presents the certificate `tls` names from the next TLS handshake on. Returns
+/// false, having said why, when it cannot be read (the old one stays).
+pub fn reload_tls(
+    running: &Running,
+    tls: Option<&(std::path::PathBuf, std::path::PathBuf)>,
+) -> bool {
+    let Some((cert, key)) = tls else {
+        return true;
+    };
+    match running.reload_tls(cert, key) {
+        Ok(()) => {
+            if running.bound.tls {
+                println!("reloaded: TLS certificate {}", cert.display());
+            }
+            true
+        }
+        Err(e) => {
+            println!("reload: TLS certificate refused, the current one stays: {e:#}");
+            false
+        }
+    }
+}
+
+/// The process id in a file while the node runs (`pid_file`); removed when the node stops.
+#[derive(Debug)]
+pub struct PidFile(Option<std::path::PathBuf>);
+
+impl PidFile {
+    /// Writes this process's id to `path`, if any.
+    pub fn create(path: Option<std::path::PathBuf>) -> anyhow::Result<PidFile> {
+        if let Some(p) = &path {
+            std::fs::write(p, format!("{}\n", std::process::id()))
+                .with_context(|| format!("writing the pid file {}", p.display()))?;
+        }
+        Ok(PidFile(path))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 /// The signals a running node answers.

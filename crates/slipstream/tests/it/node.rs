@@ -308,10 +308,21 @@ struct Reloadable {
     proxy: Node,
 }
 
-fn proxy_config(origin: std::net::SocketAddr) -> String {
+fn proxy_config(origin: std::net::SocketAddr, pid_file: &std::path::Path) -> String {
     format!(
-        "[proxy]\nlisten = \"127.0.0.1:0\"\norigin = \"http://{origin}\"\n\n[proxy.cache]\nenabled = false\n"
+        "[proxy]\nlisten = \"127.0.0.1:0\"\norigin = \"http://{origin}\"\npid_file = {:?}\n\n\
+         [proxy.cache]\nenabled = false\n",
+        pid_file.display().to_string()
     )
+}
+
+/// How a test asks the proxy to reload.
+#[derive(Clone, Copy)]
+enum Ask {
+    /// `kill -HUP PID`.
+    Signal,
+    /// `slipstream reload --config FILE`, which finds the process through `pid_file`.
+    Command,
 }
 
 impl Reloadable {
@@ -325,7 +336,10 @@ impl Reloadable {
         let one = crate::support::serve(sites.0.path(), &[]);
         let two = crate::support::serve(sites.1.path(), &[]);
         let conf = tempfile::tempdir().expect("tempdir");
-        let config = write_config(conf.path(), &proxy_config(one.addr));
+        let config = write_config(
+            conf.path(),
+            &proxy_config(one.addr, &conf.path().join("proxy.pid")),
+        );
         let proxy = start(
             &["proxy", "--config", config.to_str().expect("utf-8")],
             "slipstream proxy",
@@ -340,13 +354,26 @@ impl Reloadable {
         }
     }
 
-    /// Points the proxy's file at the second origin and sends SIGHUP.
-    fn switch(&self) {
-        std::fs::write(&self.config, proxy_config(self.two.addr)).expect("rewrite config");
-        let status = std::process::Command::new("kill")
-            .args(["-HUP", &self.proxy.child.id().to_string()])
-            .status()
-            .expect("kill");
+    /// Points the proxy's file at the second origin and asks the proxy to reload.
+    fn switch(&self, ask: Ask) {
+        let pid_file = self.conf.path().join("proxy.pid");
+        std::fs::write(&self.config, proxy_config(self.two.addr, &pid_file))
+            .expect("rewrite config");
+        let pid = self.proxy.child.id().to_string();
+        assert_eq!(
+            std::fs::read_to_string(&pid_file).expect("pid file").trim(),
+            pid
+        );
+        let status = match ask {
+            Ask::Signal => std::process::Command::new("kill")
+                .args(["-HUP", &pid])
+                .status()
+                .expect("kill"),
+            Ask::Command => bin()
+                .args(["reload", "--config", self.config.to_str().expect("utf-8")])
+                .status()
+                .expect("slipstream reload"),
+        };
         assert!(status.success());
     }
 }
@@ -389,7 +416,7 @@ fn sighup_reloads_the_origins_under_load_without_a_failed_request() {
         .collect();
     drop(reload_now);
     reload_signal.recv().expect("load under way");
-    setup.switch();
+    setup.switch(Ask::Signal);
     let failures: Vec<String> = clients
         .into_iter()
         .flat_map(|c| c.join().expect("client"))
@@ -570,7 +597,7 @@ fn a_reload_during_a_slipstream_bench_load_fails_no_request() {
         }
     }
     std::thread::spawn(move || std::io::copy(&mut progress, &mut std::io::sink()));
-    setup.switch();
+    setup.switch(Ask::Command);
     assert!(bench.wait().expect("bench").success());
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");

@@ -16,6 +16,21 @@ pub struct Node {
     pub child: Child,
     pub addr: SocketAddr,
     pub stdout: Vec<String>,
+    /// The lines printed after the address, as they come.
+    later: std::sync::mpsc::Receiver<String>,
+}
+
+impl Node {
+    /// Waits (at most 30 s) for a later line of output containing `marker`, and returns it.
+    pub fn wait_for_line(&self, marker: &str) -> String {
+        loop {
+            match self.later.recv_timeout(std::time::Duration::from_secs(30)) {
+                Ok(line) if line.contains(marker) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("no line with `{marker}` from the node: {e}"),
+            }
+        }
+    }
 }
 
 impl Drop for Node {
@@ -60,11 +75,17 @@ pub fn start(args: &[&str], marker: &str) -> Node {
         }
     };
     // Keep draining stdout so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
+    let (tx, later) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
     Node {
         child,
         addr,
         stdout: seen,
+        later,
     }
 }
 

@@ -230,3 +230,94 @@ fn an_https_parent_carries_a_childs_misses() {
         "{metrics}"
     );
 }
+
+/// A TLS connection to `addr` that trusts only `cert` for `localhost`: the handshake's result,
+/// and an HTTP/1.1 sender on success.
+async fn connect_trusting(
+    addr: std::net::SocketAddr,
+    cert: &rcgen::CertifiedKey,
+) -> Result<hyper::client::conn::http1::SendRequest<http_body_util::Empty<bytes::Bytes>>, String> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = ServerName::try_from("localhost").expect("name");
+    let tls = client(cert.cert.der().clone(), &[b"http/1.1"])
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("h1");
+    tokio::spawn(conn);
+    Ok(send)
+}
+
+async fn hello(
+    send: &mut hyper::client::conn::http1::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+) -> u16 {
+    let req = http::Request::get("/hello.txt")
+        .header("host", "localhost")
+        .body(http_body_util::Empty::new())
+        .expect("request");
+    send.send_request(req)
+        .await
+        .expect("response")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_presents_the_new_certificate_to_new_connections_only() {
+    let dir = site();
+    let keys = tempfile::tempdir().expect("tempdir");
+    let (cert_path, key_path) = (keys.path().join("cert.pem"), keys.path().join("key.pem"));
+    let write = |c: &rcgen::CertifiedKey| {
+        std::fs::write(&cert_path, c.cert.pem()).expect("write cert");
+        std::fs::write(&key_path, c.key_pair.serialize_pem()).expect("write key");
+    };
+    let old = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("certificate");
+    let new = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("certificate");
+    write(&old);
+    let node = serve(
+        dir.path(),
+        &[
+            "--tls-cert",
+            cert_path.to_str().expect("utf-8"),
+            "--tls-key",
+            key_path.to_str().expect("utf-8"),
+        ],
+    );
+    let mut before = connect_trusting(node.addr, &old)
+        .await
+        .expect("old certificate");
+    assert_eq!(hello(&mut before).await, 200);
+
+    // The files are replaced and the node asked to reload.
+    write(&new);
+    let pid = node.child.id().to_string();
+    let reload = crate::support::bin()
+        .args(["reload", "--pid", &pid])
+        .status()
+        .expect("slipstream reload");
+    assert!(reload.success());
+    node.wait_for_line("reloaded: TLS certificate");
+    let mut after = connect_trusting(node.addr, &new)
+        .await
+        .expect("new certificate");
+    assert_eq!(hello(&mut after).await, 200);
+    assert!(connect_trusting(node.addr, &old).await.is_err());
+    // The connection opened before goes on with the old one.
+    assert_eq!(hello(&mut before).await, 200);
+
+    // A broken file is refused and the current certificate stays.
+    std::fs::write(&cert_path, "not a certificate").expect("write");
+    let reload = crate::support::bin()
+        .args(["reload", "--pid", &pid])
+        .status()
+        .expect("slipstream reload");
+    assert!(reload.success());
+    let told = node.wait_for_line("reload");
+    assert!(told.contains("refused") || told.contains("valid"), "{told}");
+    let mut still = connect_trusting(node.addr, &new)
+        .await
+        .expect("new certificate kept");
+    assert_eq!(hello(&mut still).await, 200);
+}

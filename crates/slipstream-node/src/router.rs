@@ -127,8 +127,94 @@ impl Endpoint for StatusPage {
     }
 }
 
-/// Registers the endpoints every node with metrics has: `metrics` and `status`.
-pub fn register_observability(router: &mut Router, registry: Arc<Registry>) {
+/// Samples kept by [`History`]: two minutes at one a second, what the status page's charts show.
+pub const HISTORY_SAMPLES: usize = 120;
+
+/// `/_slipstream/history`: the node's name and its metrics sampled every second for the last
+/// [`HISTORY_SAMPLES`] seconds, so that the status page opens on charts already drawn. JSON:
+/// `{"node": NAME, "interval_ms": 1000, "samples": [{"t": UNIX_MS, "metrics": TEXT}, ...]}`,
+/// oldest first. At most [`HISTORY_SAMPLES`] renderings of the metrics page are held.
+#[derive(Debug, Clone)]
+pub struct History {
+    node: Arc<str>,
+    samples: Arc<parking_lot::Mutex<std::collections::VecDeque<(u64, String)>>>,
+}
+
+impl History {
+    /// A history of `registry` for the node `name`, sampled by a task on the current tokio
+    /// runtime (none outside one: the history then stays empty). The task ends when the
+    /// history and the registry are both dropped.
+    pub fn start(name: &str, registry: &Arc<Registry>) -> History {
+        let history = History {
+            node: name.into(),
+            samples: Arc::default(),
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (samples, registry) = (Arc::downgrade(&history.samples), Arc::downgrade(registry));
+            runtime.spawn(async move {
+                let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                loop {
+                    every.tick().await;
+                    let (Some(samples), Some(registry)) = (samples.upgrade(), registry.upgrade())
+                    else {
+                        return;
+                    };
+                    let text = registry.render();
+                    let t = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as u64);
+                    let mut samples = samples.lock();
+                    if samples.len() == HISTORY_SAMPLES {
+                        samples.pop_front();
+                    }
+                    samples.push_back((t, text));
+                }
+            });
+        }
+        history
+    }
+
+    /// Samples held.
+    pub fn len(&self) -> usize {
+        self.samples.lock().len()
+    }
+
+    /// Whether no sample is held yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn json(&self) -> String {
+        let samples: Vec<serde_json::Value> = self
+            .samples
+            .lock()
+            .iter()
+            .map(|(t, text)| serde_json::json!({ "t": t, "metrics": text }))
+            .collect();
+        serde_json::json!({
+            "node": &*self.node,
+            "interval_ms": 1000,
+            "samples": samples,
+        })
+        .to_string()
+    }
+}
+
+#[async_trait]
+impl Endpoint for History {
+    async fn call(&self, req: Request<Incoming>, rest: &str) -> Response<Body> {
+        if !rest.is_empty() {
+            return text(StatusCode::NOT_FOUND, "no such control endpoint");
+        }
+        read_only(req.method(), "application/json", self.json().into())
+    }
+}
+
+/// Registers the endpoints every node with metrics has: `metrics`, `history` and `status`, for
+/// the node called `name`.
+pub fn register_observability(router: &mut Router, registry: Arc<Registry>, name: &str) {
+    router.route("history", History::start(name, &registry));
     router.route("metrics", Metrics(registry));
     router.route("status", StatusPage);
 }

@@ -24,6 +24,8 @@ pub struct Config {
     /// entry is older than this, so a changed file is never served stale for longer.
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub revalidate_ms: u64,
+    /// The node's name, shown by its status page (by default the machine's host name).
+    pub name: Option<String>,
     /// PEM certificate chain; with `tls_key`, serve HTTPS (HTTP/2 and HTTP/1.1 by ALPN).
     pub tls_cert: Option<PathBuf>,
     /// PEM private key for `tls_cert`.
@@ -88,6 +90,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             cache: CacheConfig::default(),
             revalidate_ms: 1000,
+            name: None,
             tls_cert: None,
             tls_key: None,
             max_header_bytes: 16 * 1024,
@@ -161,6 +164,8 @@ pub struct Settings {
     pub revalidate: Duration,
     /// Certificate and key, if serving TLS.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// The node's name.
+    pub name: String,
     /// Connection limits.
     pub limits: Limits,
     /// Worker threads (0 = one per core).
@@ -248,6 +253,7 @@ impl Config {
             cache,
             revalidate: Duration::from_millis(self.revalidate_ms),
             tls,
+            name: self.name.clone().unwrap_or_else(host_name),
             limits: Limits {
                 max_header_bytes: self.max_header_bytes,
                 header_read_timeout: Duration::from_millis(self.header_read_timeout_ms.max(1)),
@@ -264,4 +270,13 @@ impl Config {
             serve_hidden: self.serve_hidden,
         })
     }
+}
+
+/// The machine's host name, or `slipstream` when it cannot be read.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "slipstream".into())
 }

@@ -318,7 +318,11 @@ impl slipstream_node::Service for Origin {
     }
 
     fn register(&self, router: &mut Router) {
-        slipstream_node::router::register_observability(router, self.metrics.registry.clone());
+        slipstream_node::router::register_observability(
+            router,
+            self.metrics.registry.clone(),
+            &self.settings.name,
+        );
     }
 }
 

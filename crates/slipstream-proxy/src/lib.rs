@@ -192,6 +192,7 @@ impl slipstream_node::Service for Proxy {
         slipstream_node::router::register_observability(
             router,
             self.inner.metrics.registry.clone(),
+            &self.inner.settings.name,
         );
         router.route("purge", control::Purge(self.inner.clone()));
     }

@@ -36,17 +36,33 @@ fn proxy_status_page_draws_its_charts_in_chromium() {
             "127.0.0.1:0",
             "--origin",
             &format!("http://{}", origin.addr),
+            "--name",
+            "edge-7",
         ],
         "slipstream proxy",
     );
     for _ in 0..20 {
         get(proxy.addr, "/hello.txt");
     }
-    check_charts(proxy.addr);
+    // The node keeps its own history: the first sample is taken at start.
+    let history: serde_json::Value =
+        serde_json::from_slice(&get(proxy.addr, "/_slipstream/history").body).expect("json");
+    assert_eq!(history["node"], "edge-7");
+    let samples = history["samples"].as_array().expect("samples");
+    assert!(!samples.is_empty());
+    assert!(samples[0]["metrics"]
+        .as_str()
+        .expect("metrics text")
+        .contains("slipstream_requests_total"));
+    let dom = check_charts(proxy.addr);
+    assert!(
+        dom.contains("edge-7 \u{b7} "),
+        "the header names the node:\n{dom}"
+    );
 }
 
 /// Loads a node's status page in headless Chromium and checks that every chart plotted data.
-fn check_charts(node_addr: std::net::SocketAddr) {
+fn check_charts(node_addr: std::net::SocketAddr) -> String {
     let profile = tempfile::tempdir().expect("profile dir");
     let out = Command::new(chromium())
         .args([
@@ -94,4 +110,9 @@ fn check_charts(node_addr: std::net::SocketAddr) {
         dom.contains("<div id=\"error\"></div>"),
         "the page reported a metrics error:\n{dom}"
     );
+    assert!(
+        dom.contains("data-history-samples=\""),
+        "the page did not load the node's history:\n{dom}"
+    );
+    dom.into_owned()
 }

@@ -20,6 +20,10 @@ ulimit -n 20000
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 rss() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }   # KiB
+hwm() { awk '/VmHWM/{print $2}' "/proc/$1/status"; }   # peak RSS, KiB
+# The proxy's documented bound (docs/experiments/robustness.md): its cache capacity plus the free
+# list's eighth and the uncached headers' sixteenth, times 1.5 for the allocator, plus 64 MiB.
+bound_mib() { echo $(( ($1 + $1 / 8 + $1 / 16) * 3 / 2 + 64 )); }
 metric() { curl -s "http://127.0.0.1:$1/_slipstream/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
 wait_port() { for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0; sleep 0.1; done; return 1; }
 row() { echo "| $1 | $2 | $3 | $4 |" >> "$OUT/results.md"; }
@@ -58,12 +62,34 @@ after=$(rss $P)
 row "proxy (16 MiB cache): $COUNT GETs of a cacheable 1 KB object under unique query strings" "$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["statuses"])')" \
     "$((before / 1024)) → $((after / 1024))" "cache used $(metric 18702 slipstream_cache_used_bytes) of $(metric 18702 slipstream_cache_capacity_bytes) bytes; headers tracked $(metric 18702 slipstream_cache_tracked_objects)"
 
+row "" "" "" "documented bound for a 16 MiB proxy: $(bound_mib 16) MiB; peak RSS $(( $(hwm $P) / 1024 )) MiB"
+
 # 4. 10,100 silent connections from one address, then a normal client from another.
 before=$(rss $S)
 out=$($ATTACK silent 18701 10100 127.0.0.2)
 after=$(rss $S)
 row "serve: 10,100 connections from 127.0.0.1 that send nothing, then one GET from 127.0.0.2" "$out" \
     "$((before / 1024)) → $((after / 1024))" "max_connections_per_ip 1,000; a silent connection is closed at the 10 s header deadline"
+
+# 5. A bench load through a fresh proxy (16 MiB cache) over 100,000 cacheable URLs while its
+# origin is killed (SIGKILL) and restarted twice.
+kill $P; wait $P 2>/dev/null || true
+"$BIN" proxy --listen 127.0.0.1:18703 --origin http://127.0.0.1:18701 --cache-size 16MiB >/dev/null & pids+=($!); P=$!
+wait_port 18703
+seq 100000 | sed 's|^|/1k.bin?q=|' > "$WORK/urls.txt"
+before=$(rss $P)
+"$BIN" bench http://127.0.0.1:18703 --urls "$WORK/urls.txt" --clients 32 --duration 30s --timeout 5s \
+  --json "$WORK/restarts.json" -q >/dev/null & B=$!
+for _ in 1 2; do
+  sleep 8; kill -9 $S; wait $S 2>/dev/null || true
+  sleep 3
+  "$BIN" serve "$WORK/www" --listen 127.0.0.1:18701 --cache-size 64MiB --cache-control max-age=3600 >/dev/null & pids+=($!); S=$!
+done
+wait $B || true
+after=$(rss $P)
+row "proxy (16 MiB cache): \`bench\` 32 clients × 30 s over 100,000 cacheable URLs, origin SIGKILLed and restarted twice" \
+    "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%d answered, %d failed: %s" % (r["completed"], r["error_count"], r["errors"]))' "$WORK/restarts.json")" \
+    "$((before / 1024)) → $((after / 1024))" "peak $(( $(hwm $P) / 1024 )) MiB, bound $(bound_mib 16) MiB; cache used $(metric 18703 slipstream_cache_used_bytes) bytes"
 
 echo "wrote $OUT/results.md" >&2
 cat "$OUT/results.md"

@@ -1,27 +1,62 @@
 #!/usr/bin/env bash
-# Runs the HTTP cache test suite (cache-tests.fyi, npm package http-cache-tests) against
-# `slipstream proxy` and prints the required checks passed, failed, and not applicable, per
-# group, and every required check that did not pass; writes the same to
-# docs/experiments/proxy/conformance.txt. The suite's server is the origin; the proxy is a
-# reverse proxy in front of it.
+# Runs the HTTP cache test suite (cache-tests.fyi) against `slipstream proxy` and scores it.
+#
+#   experiments/proxy/conformance.sh            # the vendored snapshot, experiments/proxy/cache-tests
+#   experiments/proxy/conformance.sh DIR        # any checkout of the suite's repository
+#   experiments/proxy/conformance.sh npm        # the npm release (http-cache-tests $NPM_VERSION)
+#
+# A checkout (the snapshot by default) is copied to $WORK, its dependencies installed with
+# `npm ci` from its lockfile, and the run scored by score.mjs beside the published results in
+# its results/ (required checks passed per cache and per group, with the suite's own
+# determineTestResult); written to docs/experiments/proxy/conformance.txt (OUT_NAME for another
+# name; PROXY_ARGS for extra proxy flags). The npm release has no published results; its score goes to conformance-npm.txt.
+# The suite's server is the origin; the proxy is a reverse proxy in front of it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+ROOT=$PWD
 BIN=${BIN:-target/release/slipstream}
 WORK=${WORK:-/tmp/slipstream-cache-tests}
 OUT=${OUT:-docs/experiments/proxy}
-SUITE_VERSION=0.4.5
-ORIGIN=18700 PROXY=18701
+NPM_VERSION=${NPM_VERSION:-0.4.5}
+ORIGIN=${ORIGIN_PORT:-18700} PROXY=${PROXY_PORT:-18701}
+SOURCE=${1:-experiments/proxy/cache-tests}
 [ -x "$BIN" ] || cargo build --release --locked -p slipstream
+BIN=$(realpath "$BIN")
 mkdir -p "$WORK" "$OUT"
-[ -d "$WORK/node_modules/http-cache-tests" ] || (cd "$WORK" && npm install --silent --no-audit --no-fund http-cache-tests@$SUITE_VERSION)
-suite="$WORK/node_modules/http-cache-tests"
+
+if [ "$SOURCE" = npm ]; then
+  [ -d "$WORK/npm/node_modules/http-cache-tests" ] || (mkdir -p "$WORK/npm" && cd "$WORK/npm" && npm install --silent --no-audit --no-fund "http-cache-tests@$NPM_VERSION")
+  suite="$WORK/npm/node_modules/http-cache-tests"
+  server=server/server.mjs cli=cli.mjs
+  label="http-cache-tests $NPM_VERSION (npm)"
+  file=${OUT_NAME:-conformance-npm.txt}
+else
+  [ -f "$SOURCE/tests/index.mjs" ] || { echo "$SOURCE: not a checkout of the cache test suite" >&2; exit 2; }
+  suite="$WORK/suite"
+  rm -rf "$suite" && mkdir -p "$suite"
+  (cd "$SOURCE" && tar --exclude=node_modules -cf - .) | (cd "$suite" && tar -xf -)
+  (cd "$suite" && npm ci --omit=dev --silent --no-audit --no-fund)
+  server=test-engine/server/server.mjs cli=test-engine/cli.mjs
+  label="cache-tests $(sed -n 's/.*at commit \([0-9a-f]\{12\}\).*/\1/p' "$suite/SNAPSHOT.md" 2>/dev/null | head -1)"
+  [ "$label" = "cache-tests " ] && label="cache-tests checkout $SOURCE"
+  file=${OUT_NAME:-conformance.txt}
+fi
+
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
-(cd "$suite" && npm_config_port=$ORIGIN npm_config_protocol=http npm_config_pidfile="$WORK/server.pid" exec node server/server.mjs) >"$WORK/server.log" 2>&1 & pids+=($!)
-"$BIN" proxy --listen 127.0.0.1:$PROXY --origin http://127.0.0.1:$ORIGIN --name slipstream >"$WORK/proxy.log" 2>&1 & pids+=($!)
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PROXY/_slipstream/metrics" && break; sleep 0.1; done
-(cd "$suite" && npm_config_base=http://127.0.0.1:$PROXY npm_package_config_id="" node --no-warnings cli.mjs) > "$WORK/results.json"
-cat > "$WORK/summary.mjs" <<JS
+(cd "$suite" && npm_config_port=$ORIGIN npm_config_protocol=http npm_config_pidfile="$WORK/server.pid" exec node "$server") >"$WORK/server.log" 2>&1 & pids+=($!)
+# PROXY_ARGS adds flags, e.g. PROXY_ARGS="--set proxy.store_set_cookie=true".
+# shellcheck disable=SC2086
+"$BIN" proxy --listen 127.0.0.1:$PROXY --origin http://127.0.0.1:$ORIGIN --name slipstream ${PROXY_ARGS:-} >"$WORK/proxy.log" 2>&1 & pids+=($!)
+for _ in $(seq 100); do
+  curl -s -o /dev/null "http://127.0.0.1:$PROXY/_slipstream/metrics" && curl -s -o /dev/null "http://127.0.0.1:$ORIGIN/" && break
+  sleep 0.1
+done
+(cd "$suite" && npm_config_base=http://127.0.0.1:$PROXY npm_package_config_id="" node --no-warnings "$cli") >"$WORK/results.json"
+
+if [ "$SOURCE" = npm ]; then
+  # The release's layout: lib/display.mjs scores; the surrogate tests are not in its index.
+  cat >"$WORK/summary.mjs" <<JS
 import tests from '$suite/tests/index.mjs'
 import surrogate from '$suite/tests/surrogate-control.mjs'
 import * as display from '$suite/lib/display.mjs'
@@ -29,7 +64,6 @@ import fs from 'fs'
 tests.push(surrogate)
 const results = JSON.parse(fs.readFileSync('$WORK/results.json'))
 const names = { '#1aa123': 'pass', '#c33131': 'fail', '#4c61ae': 'setup failure', '#b4b2b2': 'dependency not met', '': 'untested' }
-// Each required check falls in exactly one category, so the counts add up to the total.
 const counts = {}
 const groups = []
 const notPassed = []
@@ -55,7 +89,11 @@ console.log(groups.join('\n'))
 console.log('required checks not passed:')
 console.log(notPassed.join('\n'))
 JS
+  score=(node "$WORK/summary.mjs")
+else
+  score=(node "$ROOT/experiments/proxy/score.mjs" "$suite" "$WORK/results.json" slipstream)
+fi
 {
-  echo "# generated by experiments/proxy/conformance.sh on $(date -u +%F): http-cache-tests $SUITE_VERSION, $("$BIN" --version 2>/dev/null || echo slipstream)"
-  node "$WORK/summary.mjs"
-} | tee "$OUT/conformance.txt"
+  echo "# generated by experiments/proxy/conformance.sh on $(date -u +%F): $label, $("$BIN" --version 2>/dev/null || echo slipstream) at $(git rev-parse --short HEAD 2>/dev/null || echo '?')${PROXY_ARGS:+, proxy flags: $PROXY_ARGS}"
+  "${score[@]}"
+} | tee "$OUT/$file"

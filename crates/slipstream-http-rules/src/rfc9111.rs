@@ -29,7 +29,7 @@ const CDN_CACHE_CONTROL: HeaderName = HeaderName::from_static("cdn-cache-control
 const SURROGATE_CONTROL: HeaderName = HeaderName::from_static("surrogate-control");
 
 /// Cache behaviour knobs.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// A shared cache (a proxy): `private` responses are not stored, `s-maxage` and
     /// `proxy-revalidate` apply, and `Authorization` restricts storing (RFC 9111 §3.5).
@@ -40,6 +40,10 @@ pub struct Options {
     /// Obey `CDN-Cache-Control` instead of `Cache-Control`/`Expires` when it is present and
     /// valid (RFC 9213 §2.1).
     pub honor_cdn_cache_control: bool,
+    /// This cache's device token for `Surrogate-Control` (the name it sends in
+    /// `Surrogate-Capability`): members targeted `;NAME` apply to it and win over untargeted
+    /// ones; members targeted at other names never apply. `None`: only untargeted members.
+    pub surrogate_name: Option<String>,
 }
 
 impl Default for Options {
@@ -48,6 +52,7 @@ impl Default for Options {
             shared: true,
             heuristic_fraction: 0.1,
             honor_cdn_cache_control: true,
+            surrogate_name: None,
         }
     }
 }
@@ -101,7 +106,11 @@ impl Policy {
     ///   keyed by URI could then serve to a GET);
     /// - `Authorization` is re-checked here, because the library turns conflicting duplicate
     ///   directives into `must-revalidate`, which would wrongly allow storing (§3.5);
-    /// - it receives `CDN-Cache-Control`'s directives as `Cache-Control` (RFC 9213 §2.1).
+    /// - it receives `CDN-Cache-Control`'s directives as `Cache-Control` (RFC 9213 §2.1);
+    /// - any final status may be stored (§3), not only the library's list (which leaves out
+    ///   299, 400, 500, 502, 503, 504 and other codes with explicit freshness);
+    /// - `must-understand` (§5.2.2.3) is implemented: it overrides `no-store` for the statuses
+    ///   this cache understands and forbids storing the others.
     ///
     /// Freshness is computed here, not by the library, because it: ignores the apparent age
     /// (§4.2.3), parses only RFC 2822 dates (not the obsolete HTTP-date forms, §5.6.7 of RFC 9110),
@@ -293,6 +302,29 @@ impl Policy {
         by_response || by_request
     }
 
+    /// RFC 9111 §4.2.4: may the stale response be served because the cache cannot reach the
+    /// origin (the connection failed, closed or timed out)? "A cache SHOULD NOT generate a stale
+    /// response unless it is disconnected": when disconnected it may, unless a directive forbids
+    /// it: the response's `no-cache`, `must-revalidate`, `proxy-revalidate` or `s-maxage`
+    /// (§5.2.2.10 implies proxy-revalidate), or the request's `no-cache` (§5.2.1.4), `max-age`
+    /// (when the response is older, §5.2.1.1) or `min-fresh` (§5.2.1.3), which each ask for a
+    /// response validated or young enough. A response [`Policy::stale_if_error`] allows is
+    /// allowed too.
+    pub fn stale_if_disconnected(&self, req: &request::Parts, now: SystemTime) -> bool {
+        if self.stale_if_error(req, now) {
+            return true;
+        }
+        if !self.matches(req) || self.no_cache || self.must_revalidate || self.s_maxage {
+            return false;
+        }
+        let rcc = Directives::cache_control(&req.headers);
+        let too_old = matches!(rcc.seconds("max-age"), Delta::Valid(max) if self.age(now) > max);
+        !(rcc.has("no-cache")
+            || directives::pragma_no_cache(&req.headers)
+            || too_old
+            || rcc.has("min-fresh"))
+    }
+
     /// Headers for a response served from storage: the stored headers minus hop-by-hop and
     /// proxy-specific fields (RFC 9110 §7.6.1, RFC 9111 §3.1), `Age` set to the current age in
     /// whole seconds (RFC 9111 §5.1, §4.2.3). The origin's `Date` is kept; if there is none, the
@@ -454,7 +486,11 @@ fn response_directives(headers: &HeaderMap, opts: &Options) -> (Directives, bool
         }
         // The older Edge Architecture `Surrogate-Control` (W3C note, 2001) targets the same
         // caches, with Cache-Control's syntax; CDN-Cache-Control wins when both are present.
-        let surrogate = Directives::parse_lines(headers, &SURROGATE_CONTROL);
+        let surrogate = directives::surrogate_control(
+            headers,
+            &SURROGATE_CONTROL,
+            opts.surrogate_name.as_deref(),
+        );
         if !surrogate.is_empty() {
             return (surrogate, true);
         }
@@ -465,6 +501,21 @@ fn response_directives(headers: &HeaderMap, opts: &Options) -> (Directives, bool
     }
     (cc, false)
 }
+
+/// The statuses `http-cache-semantics` stores (its `UNDERSTOOD_STATUSES`).
+const LIBRARY_UNDERSTOOD_STATUSES: &[u16] = &[
+    200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501,
+];
+
+/// RFC 9111 §5.2.2.3: the statuses whose caching requirements this cache implements, for
+/// `must-understand`: the final statuses RFC 9110 §15 defines, but 206 (stored only as a first
+/// chunk by the proxy) and the 1xx/304 it never stores. Unregistered codes (299, 599) are not
+/// understood.
+const UNDERSTOOD_STATUSES: &[u16] = &[
+    200, 201, 202, 203, 204, 205, 300, 301, 302, 303, 305, 307, 308, 400, 401, 402, 403, 404, 405,
+    406, 407, 408, 409, 410, 411, 412, 413, 414, 415, 416, 417, 421, 422, 426, 500, 501, 502, 503,
+    504, 505,
+];
 
 /// RFC 9111 §3, decided by `http-cache-semantics` plus the corrections listed at [`Policy::new`].
 #[allow(clippy::too_many_arguments)]
@@ -503,11 +554,39 @@ fn storable(
             Err(_) => return false,
         }
     }
+    // §5.2.2.3 must-understand: only a cache that understands the status may store the
+    // response, and one that does ignores `no-store` (which the directive comes with, for caches
+    // that do not implement it).
+    if cc.has("must-understand") {
+        if !UNDERSTOOD_STATUSES.contains(&status.as_u16()) {
+            return false;
+        }
+        let without: Directives = cc.without("no-store");
+        match HeaderValue::from_str(&without.to_cache_control()) {
+            Ok(v) => {
+                headers.insert(http::header::CACHE_CONTROL, v);
+            }
+            Err(_) => return false,
+        }
+    }
     let (mut req, ()) = http::Request::new(()).into_parts();
     req.method = method.clone();
     req.headers = req_headers.clone();
     let (mut res, ()) = http::Response::new(()).into_parts();
-    res.status = status;
+    // §3 asks only that the status be final; understanding it is required for 206, 304 and
+    // must-understand. The library refuses every status outside its short list (so no 299, 400,
+    // 500 or 503 even with max-age), so it is shown a final status it accepts but does not
+    // cache by default (302): what it decides then is the rest of §3, including the need for
+    // explicit freshness or `public`. 1xx, 206 and 304 stay with the library, which refuses them
+    // (this cache stores 206 only through the proxy's chunk path, and never stores a 304).
+    res.status = if status.as_u16() >= 200
+        && !matches!(status.as_u16(), 206 | 304)
+        && !LIBRARY_UNDERSTOOD_STATUSES.contains(&status.as_u16())
+    {
+        StatusCode::FOUND
+    } else {
+        status
+    };
     res.headers = headers;
     let lib_opts = http_cache_semantics::CacheOptions {
         shared: opts.shared,

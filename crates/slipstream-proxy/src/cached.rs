@@ -275,16 +275,16 @@ fn forget(inner: &Inner, key: &str) {
 }
 
 /// The caching rules for a response, or `None` when this proxy must not store it: RFC 9111's
-/// rules, and one of ours. A response that sets a cookie is not stored even when RFC 9111 would
-/// allow it, because a shared cache would hand one user's cookie to others (Varnish's default
-/// does the same).
+/// rules, and two of ours. Unless `store_set_cookie` is on, a response that sets a cookie is not
+/// stored even when RFC 9111 would allow it, because a shared cache would hand one user's cookie
+/// to others (Varnish's default does the same).
 fn policy_for(
     inner: &Inner,
     sent: &http::request::Parts,
     res: &http::response::Parts,
     now: SystemTime,
 ) -> Option<rfc9111::Policy> {
-    if res.headers.contains_key(http::header::SET_COOKIE) {
+    if !inner.settings.store_set_cookie && res.headers.contains_key(http::header::SET_COOKIE) {
         return None;
     }
     let policy = rfc9111::Policy::new(sent, res, now, &inner.rules)?;
@@ -332,19 +332,28 @@ async fn validate(
             )
         }
         Ok(Revalidated::Changed(response)) => response,
-        Err(e) if stored.policy.stale_if_error(parts, inner.clock.now()) => {
-            // RFC 5861 §4.
+        Err(e)
+            if stored
+                .policy
+                .stale_if_disconnected(parts, inner.clock.now()) =>
+        {
+            // RFC 9111 §4.2.4 (the origin cannot be reached) and RFC 5861 §4.
             tracing::debug!(error = %e.chain(), "serving stale on error");
             if stored.complete() {
                 inner.metrics.hit(stored.body.len());
             }
+            let detail = if stored.policy.stale_if_error(parts, inner.clock.now()) {
+                "stale-if-error"
+            } else {
+                "stale-disconnected"
+            };
             served(
                 inner,
                 stored,
                 parts,
                 Status {
                     hit: true,
-                    detail: Some("stale-if-error"),
+                    detail: Some(detail),
                     ..Status::default()
                 },
             )

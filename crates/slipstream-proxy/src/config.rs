@@ -39,6 +39,11 @@ pub struct Config {
     pub parent_retry_ms: u64,
     /// This node's name in Via and Cache-Status.
     pub name: String,
+    /// Store responses that carry `Set-Cookie` (RFC 9111 §3 allows it, and the cookie is then
+    /// served with the stored response to everyone). Off by default: a shared cache would hand
+    /// one user's cookie, often a session, to others. Turn it on only for origins whose
+    /// cacheable responses set no per-user cookies.
+    pub store_set_cookie: bool,
     /// The cache.
     pub cache: CacheConfig,
     /// Waiting requests per key while one fetch is in flight (request collapsing); requests
@@ -148,6 +153,7 @@ impl Default for Config {
             parents: Vec::new(),
             parent_retry_ms: 5_000,
             name: "slipstream".into(),
+            store_set_cookie: false,
             cache: CacheConfig::default(),
             max_collapsed_waiters: 1024,
             connect_timeout_ms: 3_000,
@@ -236,6 +242,8 @@ pub struct Settings {
     pub parent_retry: Duration,
     /// Name in Via and Cache-Status.
     pub name: String,
+    /// Whether responses with `Set-Cookie` are stored.
+    pub store_set_cookie: bool,
     /// Cache engine settings, if caching.
     pub cache: Option<slipstream_cache::Config>,
     /// Size rules for storing.
@@ -425,6 +433,7 @@ impl Config {
             https_parents,
             parent_retry: Duration::from_millis(self.parent_retry_ms),
             name: self.name.clone(),
+            store_set_cookie: self.store_set_cookie,
             cache,
             min_object_bytes: self.cache.min_object_bytes,
             max_object_bytes: self.cache.max_object_bytes,

@@ -78,8 +78,17 @@ pub fn add_via(headers: &mut HeaderMap, name: &str) {
     }
 }
 
-/// The request as it goes upstream from node `name`: hop-by-hop fields removed, Via added, Host
-/// set to the target.
+/// Announces node `name` as a surrogate (Edge Architecture, W3C Note 2001, §2.1), after any
+/// surrogate closer to the client: the origin may then target `Surrogate-Control` members at
+/// `;name`.
+pub fn add_surrogate_capability(headers: &mut HeaderMap, name: &str) {
+    if let Ok(v) = HeaderValue::from_str(&format!("{name}=\"Surrogate/1.0\"")) {
+        headers.append("surrogate-capability", v);
+    }
+}
+
+/// The request as it goes upstream from node `name`: hop-by-hop fields removed, Via and
+/// Surrogate-Capability added, Host set to the target.
 pub fn upstream_parts(name: &str, parts: &http::request::Parts) -> http::request::Parts {
     let mut up = Request::new(());
     *up.method_mut() = parts.method.clone();
@@ -88,6 +97,7 @@ pub fn upstream_parts(name: &str, parts: &http::request::Parts) -> http::request
     up.headers = parts.headers.clone();
     strip_hop_by_hop(&mut up.headers);
     add_via(&mut up.headers, name);
+    add_surrogate_capability(&mut up.headers, name);
     if let Some(authority) = parts.uri.authority() {
         if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
             up.headers.insert(HOST, v);

@@ -121,7 +121,10 @@ impl Builder {
         let collapser = collapse::Collapser::new(settings.max_collapsed_waiters);
         let inner = Arc::new(Inner {
             metrics,
-            rules: rfc9111::Options::default(),
+            rules: rfc9111::Options {
+                surrogate_name: Some(settings.name.clone()),
+                ..rfc9111::Options::default()
+            },
             settings,
             upstreams,
             store,

@@ -104,6 +104,18 @@ impl Directives {
         out
     }
 
+    /// These directives without any occurrence of `name`.
+    pub(crate) fn without(&self, name: &str) -> Directives {
+        Directives {
+            items: self
+                .items
+                .iter()
+                .filter(|(n, _)| n != name)
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// Whether there are no directives at all.
     pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
@@ -220,6 +232,50 @@ fn skip_member(s: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// The Edge Architecture's `Surrogate-Control` (W3C Note, 2001, §3): Cache-Control's syntax,
+/// where a member may end in `;device-token` to target one surrogate (the token it announced in
+/// `Surrogate-Capability`). Members targeted at `device` win; without any, the untargeted members
+/// apply. Members targeted at other devices never apply.
+pub(crate) fn surrogate_control(
+    headers: &HeaderMap,
+    name: &HeaderName,
+    device: Option<&str>,
+) -> Directives {
+    let mut mine = Vec::new();
+    let mut everyone = Vec::new();
+    for line in headers.get_all(name) {
+        let s = line.as_bytes();
+        let mut start = 0;
+        while start < s.len() {
+            let end = skip_member(s, start);
+            let member = &s[start..end];
+            start = end + 1;
+            // The target follows the last `;` outside a quoted string.
+            let mut quoted = false;
+            let mut split = None;
+            for (i, &b) in member.iter().enumerate() {
+                match b {
+                    b'"' => quoted = !quoted,
+                    b';' if !quoted => split = Some(i),
+                    _ => {}
+                }
+            }
+            match split {
+                None => parse_cache_control_line(member, &mut everyone),
+                Some(i) => {
+                    let target = String::from_utf8_lossy(&member[i + 1..]);
+                    if device.is_some_and(|d| target.trim().eq_ignore_ascii_case(d)) {
+                        parse_cache_control_line(&member[..i], &mut mine);
+                    }
+                }
+            }
+        }
+    }
+    Directives {
+        items: if mine.is_empty() { everyone } else { mine },
+    }
+}
+
 /// RFC 9111 §5.4: a request `Pragma: no-cache` counts as `Cache-Control: no-cache` only when the
 /// request has no `Cache-Control` field.
 pub(crate) fn pragma_no_cache(headers: &HeaderMap) -> bool {
@@ -287,7 +343,14 @@ mod sf {
                     value = match item {
                         Item::Bool(false) => None,
                         Item::Bool(true) | Item::Other => Some(None),
-                        Item::Value(v) => Some(Some(v)),
+                        // RFC 9213 §2.1: a delta-seconds directive's value is an Integer, and
+                        // "implementations SHOULD NOT consume values that violate these inferred
+                        // constraints": `max-age="60"` is kept without its value, so it counts
+                        // as invalid (stale, RFC 9111 §4.2.1) rather than as 60 seconds.
+                        Item::String(_) if DELTA_SECONDS_DIRECTIVES.contains(&key.as_str()) => {
+                            Some(None)
+                        }
+                        Item::Value(v) | Item::String(v) => Some(Some(v)),
                     };
                 }
             } else {
@@ -310,9 +373,22 @@ mod sf {
         Some(())
     }
 
+    /// The directives whose argument is delta-seconds (RFC 9111 §5.2, RFC 5861).
+    const DELTA_SECONDS_DIRECTIVES: &[&str] = &[
+        "max-age",
+        "s-maxage",
+        "max-stale",
+        "min-fresh",
+        "stale-while-revalidate",
+        "stale-if-error",
+    ];
+
     enum Item {
         Bool(bool),
+        /// An Integer, Decimal or Token, as text.
         Value(String),
+        /// A String, unescaped.
+        String(String),
         Other,
     }
 
@@ -396,7 +472,7 @@ mod sf {
                 loop {
                     let b = *s.get(j)?;
                     match b {
-                        b'"' => return Some((Item::Value(v), j + 1)),
+                        b'"' => return Some((Item::String(v), j + 1)),
                         b'\\' => {
                             let e = *s.get(j + 1)?;
                             if e != b'"' && e != b'\\' {
@@ -507,9 +583,35 @@ mod tests {
             cdn("max-age=1.5").unwrap().seconds("max-age"),
             Delta::Invalid
         );
+        // A String where an Integer belongs is not consumed (RFC 9213 §2.1).
+        assert_eq!(
+            cdn("max-age=\"10000\"").unwrap().seconds("max-age"),
+            Delta::Invalid
+        );
         // Last duplicate wins (RFC 8941 §4.2.2).
         let d = cdn("max-age=1, max-age=2").unwrap();
         assert_eq!(d.seconds("max-age"), Delta::Valid(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn surrogate_control_targets() {
+        let sc = |v: &str, device| {
+            let mut h = HeaderMap::new();
+            h.insert("surrogate-control", HeaderValue::from_str(v).unwrap());
+            surrogate_control(&h, &HeaderName::from_static("surrogate-control"), device)
+        };
+        let d = sc("max-age=60;edge, no-store", Some("edge"));
+        assert_eq!(d.seconds("max-age"), Delta::Valid(Duration::from_secs(60)));
+        assert!(
+            !d.has("no-store"),
+            "targeted members win over untargeted ones"
+        );
+        let d = sc("max-age=60;other, no-store", Some("edge"));
+        assert!(d.has("no-store") && !d.has("max-age"));
+        assert!(sc("max-age=60;other", Some("edge")).is_empty());
+        assert!(sc("max-age=60;edge", None).is_empty());
+        let d = sc("content=\"ESI/1.0;x\", MaX-aGe=5", Some("x"));
+        assert_eq!(d.seconds("max-age"), Delta::Valid(Duration::from_secs(5)));
     }
 
     #[test]

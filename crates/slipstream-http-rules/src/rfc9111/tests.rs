@@ -130,7 +130,70 @@ fn rfc9111_3_status_must_be_understood_and_cacheable() {
     assert!(new(304, &[("cache-control", "max-age=60")]).is_none());
     assert!(new(302, &[]).is_none(), "no explicit freshness");
     assert!(new(302, &[("cache-control", "max-age=60")]).is_some());
-    assert!(new(500, &[("cache-control", "max-age=60")]).is_none());
+    // §3 asks for a final status, not a known one: explicit freshness makes any of them
+    // storable, and without it only the heuristically cacheable ones are.
+    for status in [299, 400, 499, 500, 502, 503, 504, 599] {
+        let p = new(status, &[("cache-control", "max-age=60")]);
+        assert!(p.is_some(), "{status} with max-age");
+        assert_eq!(
+            p.map(|p| p.time_to_live(t0())),
+            Some(Duration::from_secs(60))
+        );
+        assert!(new(status, &[]).is_none(), "{status} without freshness");
+        assert!(
+            new(
+                status,
+                &[(
+                    "last-modified",
+                    &http_date(at(0) - Duration::from_secs(9000))
+                )]
+            )
+            .is_none(),
+            "{status} is not heuristically cacheable"
+        );
+        assert!(
+            new(status, &[("cache-control", "max-age=60, no-store")]).is_none(),
+            "{status} with no-store"
+        );
+    }
+    assert!(new(500, &[("expires", &http_date(at(60)))]).is_some());
+    assert!(
+        new(103, &[("cache-control", "max-age=60")]).is_none(),
+        "not final"
+    );
+}
+
+#[test]
+fn rfc9111_5_2_2_3_must_understand_overrides_no_store_for_understood_statuses() {
+    let opts = Options::default();
+    let get = req(&[]);
+    let new =
+        |status, fields: &[(&str, &str)]| Policy::new(&get, &res_s(status, fields), t0(), &opts);
+    let cc = [("cache-control", "max-age=3600, no-store, must-understand")];
+    for status in [200, 404, 500] {
+        assert!(new(status, &cc).is_some(), "{status} is understood");
+    }
+    for status in [299, 599] {
+        assert!(new(status, &cc).is_none(), "{status} is not understood");
+        assert!(
+            new(
+                status,
+                &[("cache-control", "max-age=3600, must-understand")]
+            )
+            .is_none(),
+            "{status}: must-understand alone also forbids storing it"
+        );
+    }
+    assert!(
+        Policy::new(
+            &req(&[("cache-control", "no-store")]),
+            &res_s(200, &cc),
+            t0(),
+            &opts
+        )
+        .is_none(),
+        "the request's no-store still holds"
+    );
 }
 
 #[test]
@@ -265,20 +328,51 @@ fn rfc9111_4_2_3_age_includes_upstream_age_and_apparent_age() {
         ("date", &date),
     ]);
     assert_eq!(p.age(at(0)), Duration::from_secs(50));
-    // §5.1: an Age that is not one non-negative integer makes the response infinitely old
-    // (stale), whatever its freshness lifetime.
-    let old = Duration::from_secs(directives::DELTA_SECONDS_MAX);
-    for bad in ["-3", "30, 40", "1.5", "abc", "10;x=1"] {
-        assert!(
-            stored(&[("cache-control", "max-age=3600"), ("age", bad)]).age(at(0)) >= old,
-            "Age: {bad}"
-        );
+    // §5.1 as the test suite reads it: the first member of the first line counts; a member
+    // that is not a non-negative integer is ignored (age 0), so only Date's apparent age is left.
+    for (value, age) in [
+        ("0, 7200", 0),
+        ("7200, 0", 7200),
+        ("3600, 3600", 3600),
+        (" 12 ", 12),
+        ("99999999999", directives::DELTA_SECONDS_MAX),
+    ] {
+        let p = stored(&[("cache-control", "max-age=3600"), ("age", value)]);
+        assert_eq!(p.age(at(0)), Duration::from_secs(age), "Age: {value}");
+    }
+    let p = stored(&[
+        ("cache-control", "max-age=3600"),
+        ("age", "7200"),
+        ("age", "0"),
+    ]);
+    assert_eq!(
+        p.time_to_live(at(0)),
+        Duration::ZERO,
+        "the first line counts"
+    );
+    let p = stored(&[
+        ("cache-control", "max-age=3600"),
+        ("age", "0"),
+        ("age", "7200"),
+    ]);
+    assert_eq!(p.time_to_live(at(0)), Duration::from_secs(3600));
+    for bad in ["-7200", "7200.0", "abc", "7200;foo=bar", ""] {
+        let p = stored(&[("cache-control", "max-age=3600"), ("age", bad)]);
+        assert_eq!(p.age(at(0)), Duration::ZERO, "Age: {bad}");
         assert_eq!(
-            stored(&[("cache-control", "max-age=3600"), ("age", bad)]).time_to_live(at(0)),
-            Duration::ZERO,
+            p.time_to_live(at(0)),
+            Duration::from_secs(3600),
             "Age: {bad}"
         );
     }
+    // An ignored Age leaves the apparent age: Date 7200 s before arrival is still stale.
+    let date = http_date(t0() - Duration::from_secs(7200));
+    let p = stored(&[
+        ("cache-control", "max-age=3600"),
+        ("age", "abc"),
+        ("date", &date),
+    ]);
+    assert_eq!(p.time_to_live(at(0)), Duration::ZERO);
     // A clock that goes backwards does not underflow.
     assert_eq!(
         stored(&[]).age(t0() - Duration::from_secs(5)),
@@ -625,6 +719,34 @@ fn rfc5861_4_stale_if_error_response_and_request_directives() {
 }
 
 // ---- RFC 9213 ----
+
+#[test]
+fn rfc9111_4_2_4_stale_when_disconnected_unless_forbidden() {
+    let later = at(100);
+    let p = stored(&[("cache-control", "max-age=2")]);
+    assert!(
+        !p.stale_if_error(&req(&[]), later),
+        "no stale-if-error window"
+    );
+    assert!(p.stale_if_disconnected(&req(&[]), later));
+    for cc in [
+        "max-age=2, must-revalidate",
+        "max-age=2, proxy-revalidate",
+        "max-age=2, no-cache",
+        "max-age=2, s-maxage=2",
+    ] {
+        let p = stored(&[("cache-control", cc)]);
+        assert!(!p.stale_if_disconnected(&req(&[]), later), "{cc}");
+    }
+    for rcc in ["no-cache", "max-age=10", "min-fresh=1"] {
+        assert!(
+            !p.stale_if_disconnected(&req(&[("cache-control", rcc)]), later),
+            "request {rcc}"
+        );
+    }
+    assert!(p.stale_if_disconnected(&req(&[("cache-control", "max-age=1000")]), later));
+    assert!(!p.stale_if_disconnected(&req(&[("pragma", "no-cache")]), later));
+}
 
 #[test]
 fn rfc9213_2_1_cdn_cache_control_replaces_cache_control() {

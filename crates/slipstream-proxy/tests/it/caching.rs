@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use slipstream_proxy::Config;
+
 use crate::support::{get, proxy, reverse, send, wait_for_metric, Origin, Reply};
 
 #[tokio::test]
@@ -547,4 +549,78 @@ async fn rfc9111_s4_3_1_validation_with_last_modified_only_sends_if_modified_sin
             .and_then(|v| v.to_str().ok()),
         Some(lm)
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn rfc9111_s4_2_4_stale_is_served_when_the_origin_disconnects_unless_forbidden() {
+    let origin = Origin::default();
+    let allowed = "/stale-close";
+    let forbidden = [
+        ("/must-revalidate", "max-age=2, must-revalidate"),
+        ("/proxy-revalidate", "max-age=2, proxy-revalidate"),
+        ("/no-cache", "max-age=2, no-cache"),
+        ("/s-maxage", "max-age=2, s-maxage=2"),
+    ];
+    origin.set(
+        allowed,
+        Reply::ok("kept", &[("cache-control", "max-age=2")]),
+    );
+    for (path, cc) in forbidden {
+        origin.set(path, Reply::ok("kept", &[("cache-control", cc)]));
+    }
+    let p = proxy(reverse("edge", origin.start().await)).await;
+    get(p, allowed, &[]).await;
+    for (path, _) in forbidden {
+        get(p, path, &[]).await;
+    }
+    tokio::time::advance(Duration::from_secs(3)).await;
+    origin.set(allowed, Reply::disconnect());
+    for (path, _) in forbidden {
+        origin.set(path, Reply::disconnect());
+    }
+
+    let got = get(p, allowed, &[]).await;
+    assert_eq!((got.status, &got.body[..]), (200, &b"kept"[..]));
+    assert!(
+        got.cache_status().contains("; hit") && got.cache_status().contains("stale-disconnected"),
+        "{}",
+        got.cache_status()
+    );
+    assert_eq!(origin.hits(allowed), 2, "it tried the origin first");
+    // The client can still insist on a validated response.
+    let insisted = get(p, allowed, &[("cache-control", "no-cache")]).await;
+    assert_eq!(insisted.status, 502);
+    for (path, cc) in forbidden {
+        let got = get(p, path, &[]).await;
+        assert_eq!(got.status, 502, "{cc}: {}", got.cache_status());
+    }
+}
+
+#[tokio::test]
+async fn responses_that_set_cookies_are_stored_when_configured() {
+    let origin = Origin::default();
+    origin.set(
+        "/shared-cookie",
+        Reply::ok(
+            "hi",
+            &[
+                ("cache-control", "max-age=600"),
+                ("set-cookie", "theme=dark"),
+            ],
+        ),
+    );
+    let p = proxy(Config {
+        store_set_cookie: true,
+        ..reverse("edge", origin.start().await)
+    })
+    .await;
+    get(p, "/shared-cookie", &[]).await;
+    let second = get(p, "/shared-cookie", &[]).await;
+    assert!(
+        second.cache_status().contains("; hit"),
+        "{}",
+        second.cache_status()
+    );
+    assert_eq!(second.header("set-cookie"), Some("theme=dark"));
+    assert_eq!(origin.hits("/shared-cookie"), 1);
 }

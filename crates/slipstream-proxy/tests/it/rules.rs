@@ -605,3 +605,124 @@ async fn rfc9111_s5_2_3_unknown_and_garbage_response_directives_are_ignored() {
     assert_not_hit(&again, "max-age=abc is stale");
     assert_eq!(origin.hits("/badage"), 2);
 }
+
+/// Whether the second of two GETs for `path` is answered from storage.
+async fn reused(p: SocketAddr, path: &str) -> bool {
+    get(p, path, &[]).await;
+    get(p, path, &[]).await.cache_status().contains("; hit")
+}
+
+#[tokio::test]
+async fn rfc9111_s5_1_an_invalid_age_is_ignored_and_a_list_counts_its_first_member() {
+    let origin = Origin::default();
+    let cases = [
+        ("/age-abc", "abc", true),
+        ("/age-negative", "-7200", true),
+        ("/age-float", "7200.0", true),
+        ("/age-prefix", "0, 7200", true),
+        ("/age-suffix", "7200, 0", false),
+        ("/age-large", "2147483648", false),
+    ];
+    for (path, age, _) in cases {
+        origin.set(
+            path,
+            Reply::ok("a", &[("cache-control", "max-age=3600"), ("age", age)]),
+        );
+    }
+    let p = proxy(reverse("edge", origin.start().await)).await;
+    for (path, age, fresh) in cases {
+        assert_eq!(reused(p, path).await, fresh, "Age: {age}");
+    }
+}
+
+#[tokio::test]
+async fn rfc9111_s3_any_final_status_with_explicit_freshness_is_stored() {
+    let origin = Origin::default();
+    for status in [299, 400, 500, 503, 599] {
+        origin.set(
+            &format!("/fresh-{status}"),
+            Reply::ok("s", &[("cache-control", "max-age=600")]).status(status),
+        );
+        origin.set(
+            &format!("/plain-{status}"),
+            Reply::ok("s", &[]).status(status),
+        );
+    }
+    // §5.2.2.3: must-understand keeps an unknown status out even though max-age allows it, and
+    // lets a known one in despite no-store.
+    let mu = [("cache-control", "max-age=600, no-store, must-understand")];
+    origin.set("/mu-599", Reply::ok("s", &mu).status(599));
+    origin.set("/mu-200", Reply::ok("s", &mu));
+    let p = proxy(reverse("edge", origin.start().await)).await;
+    for status in [299, 400, 500, 503, 599] {
+        let fresh = format!("/fresh-{status}");
+        assert!(reused(p, &fresh).await, "{status} with max-age");
+        let got = get(p, &fresh, &[]).await;
+        assert_eq!(got.status, status, "served with its own status");
+        assert!(
+            !reused(p, &format!("/plain-{status}")).await,
+            "{status} alone"
+        );
+    }
+    assert!(!reused(p, "/mu-599").await);
+    assert!(reused(p, "/mu-200").await);
+}
+
+#[tokio::test]
+async fn surrogate_control_targeted_at_this_node_wins_and_capability_is_announced() {
+    let origin = Origin::default();
+    origin.set(
+        "/mine",
+        Reply::ok(
+            "m",
+            &[
+                ("cache-control", "no-store"),
+                ("surrogate-control", "max-age=600;edge"),
+            ],
+        ),
+    );
+    origin.set(
+        "/theirs",
+        Reply::ok("t", &[("surrogate-control", "max-age=600;other")]),
+    );
+    let p = proxy(reverse("edge", origin.start().await)).await;
+    assert!(reused(p, "/mine").await, "targeted at edge, over no-store");
+    assert!(!reused(p, "/theirs").await, "targeted at another device");
+    let seen = origin.seen();
+    let capability = seen[0]
+        .headers
+        .get("surrogate-capability")
+        .and_then(|v| v.to_str().ok());
+    assert_eq!(capability, Some("edge=\"Surrogate/1.0\""));
+}
+
+#[tokio::test]
+async fn rfc9213_s2_1_a_cdn_cache_control_value_of_the_wrong_type_is_not_used() {
+    let origin = Origin::default();
+    origin.set(
+        "/typed",
+        Reply::ok(
+            "t",
+            &[
+                ("cdn-cache-control", "max-age=\"10000\""),
+                ("cache-control", "no-store"),
+            ],
+        ),
+    );
+    origin.set(
+        "/integer",
+        Reply::ok(
+            "i",
+            &[
+                ("cdn-cache-control", "max-age=10000"),
+                ("cache-control", "no-store"),
+            ],
+        ),
+    );
+    let p = proxy(reverse("edge", origin.start().await)).await;
+    assert!(
+        !reused(p, "/typed").await,
+        "a String is not a delta-seconds"
+    );
+    assert!(reused(p, "/integer").await);
+}

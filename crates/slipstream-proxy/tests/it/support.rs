@@ -1,7 +1,6 @@
 //! A scriptable origin, a proxy under test, and a small HTTP/1.1 client.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +24,8 @@ pub struct Reply {
     pub ranges: bool,
     /// Hold the answer until the test calls [`Origin::release`].
     pub held: bool,
+    /// Close the connection without answering.
+    pub disconnect: bool,
 }
 
 impl Reply {
@@ -38,6 +39,15 @@ impl Reply {
             body: Bytes::from(body.to_owned()),
             ranges: false,
             held: false,
+            disconnect: false,
+        }
+    }
+
+    /// The origin closes the connection after reading the request, without answering.
+    pub fn disconnect() -> Reply {
+        Reply {
+            disconnect: true,
+            ..Reply::ok("", &[])
         }
     }
 
@@ -114,7 +124,8 @@ impl Origin {
         self.seen.lock().clone()
     }
 
-    async fn answer(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    /// The answer, or `Err` to close the connection without one.
+    async fn answer(&self, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, &'static str> {
         let path = req
             .uri()
             .path_and_query()
@@ -130,8 +141,11 @@ impl Origin {
         let Some(reply) = reply else {
             let mut r = Response::new(Full::new(Bytes::from_static(b"no route\n")));
             *r.status_mut() = StatusCode::NOT_FOUND;
-            return r;
+            return Ok(r);
         };
+        if reply.disconnect {
+            return Err("disconnect");
+        }
         if reply.held {
             let _ = self.gate.acquire().await;
         }
@@ -158,7 +172,7 @@ impl Origin {
                 v.parse().expect("value"),
             );
         }
-        r
+        Ok(r)
     }
 
     /// Serves on an ephemeral loopback port until the test ends.
@@ -177,7 +191,7 @@ impl Origin {
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
                         let origin = origin.clone();
-                        async move { Ok::<_, Infallible>(origin.answer(req).await) }
+                        async move { origin.answer(req).await }
                     });
                     let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                         .serve_connection(TokioIo::new(stream), service)

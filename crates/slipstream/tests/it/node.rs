@@ -66,6 +66,8 @@ policy = "lru"
             "proxy.name=from-flag",
             "--set",
             "proxy.cache.policy=sieve",
+            "--set",
+            "proxy.store_set_cookie=true",
         ],
         "slipstream proxy",
     );
@@ -123,6 +125,8 @@ fn bad_config_files_and_overrides_are_refused_with_what_and_where() {
         e.contains("proxy.cache.capacity_bytes") && e.contains("not a size"),
         "{e}"
     );
+    let e = run(&ok, &["--set", "proxy.store_set_cookie=maybe"]);
+    assert!(e.contains("proxy.store_set_cookie"), "{e}");
 }
 
 /// The value of the first metric line starting with `prefix`.

@@ -27,7 +27,8 @@ pub struct Config {
     /// used (`X-Forwarded-Host`, `-Proto`, `-Port`, `-Server`, `Forwarded`, `X-Original-URL`,
     /// `X-Rewrite-URL`): `strip` (the default) removes them, since an origin that builds links
     /// from them would have a cache keep an attacker's host for everyone; `pass` forwards them
-    /// (only behind a front end that sets them itself).
+    /// (only behind a front end that sets them itself); `key` forwards them and keys the cache
+    /// by their values, so a page built for one host is served only to requests naming it.
     pub forwarded: Forwarded,
     /// A PEM file of CA certificates to trust for HTTPS origins, besides the platform's roots
     /// (verification is always on).
@@ -114,6 +115,10 @@ pub enum Forwarded {
     Strip,
     /// Forward them as the client sent them.
     Pass,
+    /// Forward them, and make their values part of the cache key, so that a response built
+    /// for one client's host is only ever served to requests naming the same (as Varnish does
+    /// by adding them to the hash).
+    Key,
 }
 
 /// The `[proxy.cache]` table.

@@ -19,6 +19,7 @@ pub(crate) async fn forward(
     body: Option<Incoming>,
 ) -> Response<Body> {
     let up = headers::upstream_parts(&inner.settings.name, &parts);
+    let keyed = crate::route::cache_key(inner, &parts);
     let method = parts.method.clone();
     let target = parts.uri.clone();
     let response = match inner.upstreams.send(ctx, &inner.phases, up, body).await {
@@ -26,7 +27,13 @@ pub(crate) async fn forward(
         Err(e) => return upstream_error(inner, &e),
     };
     if let Some(store) = &inner.store {
-        for uri in rfc9111::invalidated(&method, response.status(), &target, response.headers()) {
+        let invalidated =
+            rfc9111::invalidated(&method, response.status(), &target, response.headers());
+        if !invalidated.is_empty() {
+            // With keyed forwarding fields, the entry for this request's own values too.
+            store.remove(&keyed);
+        }
+        for uri in invalidated {
             store.remove(&uri.to_string());
         }
     }

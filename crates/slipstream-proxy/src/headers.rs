@@ -56,6 +56,29 @@ pub fn strip_forwarded(headers: &mut HeaderMap) {
     }
 }
 
+/// The cache key of a request for `uri` whose [`FORWARDED`] fields are keyed: the URI, then each
+/// field present as `\nNAME: VALUES` (values of repeated lines joined by `, `), in a fixed order.
+/// Without any of the fields, the URI alone: such a request shares the plain entry.
+pub fn keyed_forwarded(uri: &str, headers: &HeaderMap) -> String {
+    let mut key = uri.to_owned();
+    for name in FORWARDED {
+        let mut values = headers.get_all(name).iter().peekable();
+        if values.peek().is_none() {
+            continue;
+        }
+        key.push('\n');
+        key.push_str(name);
+        key.push_str(": ");
+        for (i, v) in values.enumerate() {
+            if i > 0 {
+                key.push_str(", ");
+            }
+            key.push_str(&String::from_utf8_lossy(v.as_bytes()));
+        }
+    }
+    key
+}
+
 /// Whether a message already passed through this node (RFC 9110 §7.6.3: Via lets a proxy
 /// detect forwarding loops).
 pub fn looped(headers: &HeaderMap, name: &str) -> bool {

@@ -200,7 +200,7 @@ async fn remainder(
         // An upstream that ignores Range sends everything: skip what the chunk already sent.
         StatusCode::OK if same(response.headers()) => Ok(skip(response.into_body(), from)),
         _ => {
-            let key = parts.uri.to_string();
+            let key = crate::route::cache_key(inner, parts);
             if let Some(store) = &inner.store {
                 store.remove(&key);
             }

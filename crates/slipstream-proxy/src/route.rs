@@ -104,3 +104,13 @@ fn target(inner: &Inner, uri: &Uri, absolute: bool) -> Result<Uri, Box<Response<
         .parse()
         .map_err(|_| Box::new(text(StatusCode::BAD_REQUEST, "malformed request target")))
 }
+
+/// The store's key for a request: its target URI, with the forwarding fields when they are keyed
+/// (`forwarded = "key"`).
+pub(crate) fn cache_key(inner: &Inner, parts: &http::request::Parts) -> String {
+    let uri = parts.uri.to_string();
+    match inner.settings.forwarded {
+        crate::config::Forwarded::Key => headers::keyed_forwarded(&uri, &parts.headers),
+        _ => uri,
+    }
+}

@@ -281,3 +281,47 @@ async fn a_body_still_arriving_after_the_total_deadline_is_cut() {
     assert!((25..=30).contains(&received), "received {received}");
     assert_eq!(t0.elapsed().as_secs(), 30);
 }
+
+#[tokio::test]
+async fn keyed_forwarding_fields_keep_one_hosts_page_from_anothers_clients() {
+    let origin = Origin::default();
+    origin.set(
+        "/page",
+        Reply::ok("page", &[("cache-control", "max-age=600")]),
+    );
+    let up = origin.start().await;
+    let mut config = reverse("edge", up);
+    config.forwarded = slipstream_proxy::config::Forwarded::Key;
+    let p = proxy(config).await;
+    let evil = [("x-forwarded-host", "evil.example")];
+    assert!(get(p, "/page", &evil)
+        .await
+        .cache_status()
+        .contains("stored"));
+    // A client that names no host must not get the page built for evil.example.
+    let plain = get(p, "/page", &[]).await;
+    assert!(
+        !plain.cache_status().contains("hit"),
+        "{}",
+        plain.cache_status()
+    );
+    assert!(get(p, "/page", &[]).await.cache_status().contains("hit"));
+    assert!(get(p, "/page", &evil).await.cache_status().contains("hit"));
+    let other = get(p, "/page", &[("x-forwarded-host", "other.example")]).await;
+    assert!(
+        !other.cache_status().contains("hit"),
+        "{}",
+        other.cache_status()
+    );
+    // The origin saw each distinct value once, with the field passed on.
+    let seen = origin.seen();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(
+        seen[0]
+            .headers
+            .get("x-forwarded-host")
+            .map(|v| v.as_bytes()),
+        Some(&b"evil.example"[..])
+    );
+    assert!(seen[1].headers.get("x-forwarded-host").is_none());
+}

@@ -395,7 +395,7 @@ async fn send_conditional(
             source: format!("answered {}", response.status()).into(),
         });
     }
-    let key = crate::route::cache_key(inner, &parts);
+    let key = crate::route::cache_key(inner, parts);
     // RFC 9111 §4.3.4: the 304 answers the conditional request we sent for this one stored
     // response (we send one response's validators), so it selects that response; its ETag and
     // the other fields of §3.2's exclusions do not replace the stored ones.

@@ -77,7 +77,7 @@ impl Select for FailOver {
             }
             // A broken exchange says little about the next one (a reset keep-alive connection
             // is common); the endpoint stays in rotation and a refused connect takes it out.
-            Outcome::Broken => {}
+            Outcome::Broken | Outcome::Cancelled => {}
         }
     }
 

@@ -1,0 +1,379 @@
+//! Replays the shared selection test vectors (`web/test-vectors/select/*.json`, format in
+//! `web/test-vectors/README.md`) against the Rust selectors. The JavaScript agent replays the
+//! same files, so both make the same choices; a changed expectation must fail here, which
+//! `every_changed_expectation_fails` checks by changing each one in turn.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use slipstream_select::{config, Outcome, ProbeKind, Refresh, Select};
+
+fn vector_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/test-vectors/select")
+}
+
+fn vectors() -> Vec<(String, Value)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(vector_dir())
+        .expect("web/test-vectors/select exists")
+        .map(|e| e.expect("readable directory").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("readable vector");
+            let v = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: not JSON: {e}", p.display()));
+            (p.file_name().unwrap().to_string_lossy().into_owned(), v)
+        })
+        .collect()
+}
+
+fn duration_ms(ms: f64) -> Duration {
+    Duration::from_nanos((ms * 1e6).round() as u64)
+}
+
+fn close(got: f64, want: f64) -> bool {
+    (got - want).abs() <= 1e-6 + 1e-9 * want.abs()
+}
+
+fn num(v: &Value, what: &str) -> Result<f64, String> {
+    v.as_f64()
+        .ok_or_else(|| format!("{what}: not a number: {v}"))
+}
+
+fn strings(v: &Value, what: &str) -> Result<Vec<String>, String> {
+    v.as_array()
+        .ok_or_else(|| format!("{what}: not an array"))?
+        .iter()
+        .map(|s| {
+            s.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{what}: not a string: {s}"))
+        })
+        .collect()
+}
+
+fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
+    v.as_object()
+        .ok_or_else(|| format!("{what}: not an object"))
+}
+
+fn refresh_config(v: Option<&Value>) -> Result<config::Refresh, String> {
+    let mut c = config::Refresh::default();
+    let Some(v) = v else { return Ok(c) };
+    for (key, value) in object(v, "config")? {
+        let x = num(value, key)?;
+        match key.as_str() {
+            "r" => c.r = x,
+            "choice_percentile" => c.choice_percentile = x,
+            "timeout_percentile" => c.timeout_percentile = x,
+            "weight_share" => c.weight_share = x,
+            "ttl_ms" => c.ttl = duration_ms(x),
+            "probe_interval_ms" => c.probe_interval = duration_ms(x),
+            "max_probe_interval_ms" => c.max_probe_interval = duration_ms(x),
+            "default_timeout_ms" => c.default_timeout = duration_ms(x),
+            "min_timeout_ms" => c.min_timeout = duration_ms(x),
+            "min_timeout_factor" => c.min_timeout_factor = x,
+            "max_timeout_ms" => c.max_timeout = duration_ms(x),
+            other => return Err(format!("config: unknown field {other}")),
+        }
+    }
+    Ok(c)
+}
+
+fn outcome(v: &Value) -> Result<Outcome, String> {
+    let o = object(v, "record")?;
+    let kind = o
+        .get("outcome")
+        .and_then(Value::as_str)
+        .ok_or("record: no outcome")?;
+    let latency = o.get("latency_ms");
+    let allowed: &[&str] = if kind == "answered" {
+        &["endpoint", "outcome", "latency_ms"]
+    } else {
+        &["endpoint", "outcome"]
+    };
+    if let Some(k) = o.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(format!("record: unexpected field {k}"));
+    }
+    Ok(match kind {
+        "answered" => Outcome::Answered {
+            latency: duration_ms(num(
+                latency.ok_or("answered: no latency_ms")?,
+                "latency_ms",
+            )?),
+        },
+        "timed_out" => Outcome::TimedOut,
+        "connect_failed" => Outcome::ConnectFailed,
+        "broken" => Outcome::Broken,
+        "cancelled" => Outcome::Cancelled,
+        other => return Err(format!("record: unknown outcome {other}")),
+    })
+}
+
+/// Replays one vector; `Err` names the first step that did not go as expected.
+fn replay(v: &Value) -> Result<(), String> {
+    let top = object(v, "vector")?;
+    for key in top.keys() {
+        if ![
+            "name",
+            "description",
+            "policy",
+            "config",
+            "endpoints",
+            "steps",
+        ]
+        .contains(&key.as_str())
+        {
+            return Err(format!("unknown top-level field {key}"));
+        }
+    }
+    if top.get("policy").and_then(Value::as_str) != Some("refresh") {
+        return Err("policy: only \"refresh\" is shared".into());
+    }
+    let base = Instant::now();
+    let endpoints = strings(top.get("endpoints").ok_or("no endpoints")?, "endpoints")?;
+    let mut s = Refresh::new(&endpoints, refresh_config(top.get("config"))?, base)
+        .map_err(|e| e.to_string())?;
+    let steps = top
+        .get("steps")
+        .and_then(Value::as_array)
+        .ok_or("no steps")?;
+    let mut last_at = 0.0;
+    for (i, step) in steps.iter().enumerate() {
+        let fail = |m: String| format!("step {i}: {m}");
+        let step = object(step, "step").map_err(fail)?;
+        let at = num(
+            step.get("at_ms").ok_or_else(|| fail("no at_ms".into()))?,
+            "at_ms",
+        )
+        .map_err(fail)?;
+        if at < last_at {
+            return Err(fail(format!("at_ms goes back from {last_at} to {at}")));
+        }
+        last_at = at;
+        let now = base + duration_ms(at);
+        let mut actions = step.iter().filter(|(k, _)| *k != "at_ms" && *k != "note");
+        let (action, arg) = match (actions.next(), actions.next()) {
+            (Some(a), None) => a,
+            _ => {
+                return Err(fail(
+                    "want exactly one action besides at_ms and note".into(),
+                ))
+            }
+        };
+        match action.as_str() {
+            "update" => s.update(&strings(arg, "update").map_err(fail)?, now),
+            "record" => {
+                let endpoint = arg.get("endpoint").and_then(Value::as_str);
+                let endpoint = endpoint.ok_or_else(|| fail("record: no endpoint".into()))?;
+                s.record(endpoint, outcome(arg).map_err(fail)?, now);
+            }
+            "expect_order" => {
+                let want = strings(arg, "expect_order").map_err(fail)?;
+                let got = s.order(now);
+                if got != want {
+                    return Err(fail(format!("order {got:?}, want {want:?}")));
+                }
+            }
+            "expect_health" => {
+                for (name, want) in object(arg, "expect_health").map_err(fail)? {
+                    let got = s
+                        .health(now)
+                        .into_iter()
+                        .find(|(n, _)| n == name)
+                        .map(|h| h.1);
+                    if got != want.as_bool() {
+                        return Err(fail(format!("health of {name}: {got:?}, want {want}")));
+                    }
+                }
+            }
+            "expect_timeout_ms" => {
+                for (name, want) in object(arg, "expect_timeout_ms").map_err(fail)? {
+                    let got = s.timeout(name, now).map(|d| d.as_nanos() as f64 / 1e6);
+                    let ok = match (got, want.as_f64()) {
+                        (Some(g), Some(w)) => close(g, w),
+                        (None, None) => want.is_null(),
+                        _ => false,
+                    };
+                    if !ok {
+                        return Err(fail(format!("timeout of {name}: {got:?} ms, want {want}")));
+                    }
+                }
+            }
+            "expect_estimate" => {
+                for (name, want) in object(arg, "expect_estimate").map_err(fail)? {
+                    let got = s.estimate(name);
+                    let ok = match (got, want) {
+                        (None, Value::Null) => true,
+                        (Some(e), Value::Object(w)) => {
+                            let field = |k: &str| w.get(k).and_then(Value::as_f64);
+                            let score = s.score_ms(name).unwrap_or(f64::NAN);
+                            w.keys().all(|k| {
+                                ["avg_ms", "var_ms2", "samples", "score_ms"].contains(&k.as_str())
+                            }) && field("avg_ms").is_some_and(|x| close(e.avg_ms, x))
+                                && field("var_ms2").is_some_and(|x| close(e.var_ms2, x))
+                                && field("samples").is_some_and(|x| e.samples as f64 == x)
+                                && field("score_ms").is_none_or(|x| close(score, x))
+                        }
+                        _ => false,
+                    };
+                    if !ok {
+                        let score = s.score_ms(name);
+                        return Err(fail(format!(
+                            "estimate of {name}: {got:?} score {score:?}, want {want}"
+                        )));
+                    }
+                }
+            }
+            "expect_probes" => {
+                let want = arg
+                    .as_array()
+                    .ok_or_else(|| fail("expect_probes: not an array".into()))?;
+                let got: Vec<Value> = s
+                    .probes(now)
+                    .into_iter()
+                    .map(|p| {
+                        let kind = match p.kind {
+                            ProbeKind::Recover => "recover",
+                            ProbeKind::Refresh => "refresh",
+                        };
+                        serde_json::json!({ "endpoint": p.endpoint, "kind": kind })
+                    })
+                    .collect();
+                if &got != want {
+                    return Err(fail(format!("probes {got:?}, want {want:?}")));
+                }
+            }
+            other => return Err(fail(format!("unknown action {other}"))),
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_vector_replays() {
+    let all = vectors();
+    assert!(
+        all.len() >= 5,
+        "the vectors are missing: {}",
+        vector_dir().display()
+    );
+    let failures: Vec<String> = all
+        .iter()
+        .filter_map(|(name, v)| replay(v).err().map(|e| format!("{name}: {e}")))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every way to change one expectation: the order's first two swapped, a number moved by
+/// 1 %, a boolean flipped, a probe dropped or added, an estimate wished away.
+fn mutations(arg: &Value, action: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    match (action, arg) {
+        ("expect_order", Value::Array(a)) if a.len() >= 2 && a[0] != a[1] => {
+            let mut b = a.clone();
+            b.swap(0, 1);
+            out.push(Value::Array(b));
+        }
+        ("expect_probes", Value::Array(a)) => {
+            if !a.is_empty() {
+                out.push(Value::Array(a[1..].to_vec()));
+            }
+            let mut b = a.clone();
+            b.push(serde_json::json!({ "endpoint": "nobody", "kind": "recover" }));
+            out.push(Value::Array(b));
+        }
+        (_, Value::Object(m)) => {
+            for (k, v) in m {
+                let changed: Vec<Value> = match v {
+                    Value::Bool(b) => vec![Value::Bool(!b)],
+                    Value::Number(n) => {
+                        let x = n.as_f64().unwrap();
+                        vec![serde_json::json!(x * 1.01 + 0.01)]
+                    }
+                    Value::Null => vec![serde_json::json!(1.0)],
+                    Value::Object(_) => mutations(v, "nested"),
+                    _ => vec![],
+                };
+                if action == "expect_estimate" && !v.is_null() {
+                    let mut c = m.clone();
+                    c.insert(k.clone(), Value::Null);
+                    out.push(Value::Object(c));
+                }
+                for c in changed {
+                    let mut m2 = m.clone();
+                    m2.insert(k.clone(), c);
+                    out.push(Value::Object(m2));
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+#[test]
+fn every_changed_expectation_fails() {
+    let mut checked = 0;
+    for (name, v) in vectors() {
+        let steps = v["steps"].as_array().unwrap().clone();
+        for (i, step) in steps.iter().enumerate() {
+            let Some((action, arg)) = step
+                .as_object()
+                .unwrap()
+                .iter()
+                .find(|(k, _)| k.starts_with("expect_"))
+            else {
+                continue;
+            };
+            for changed in mutations(arg, action) {
+                let mut w = v.clone();
+                w["steps"][i][action] = changed.clone();
+                assert!(
+                    replay(&w).is_err(),
+                    "{name} step {i}: {action} = {changed} passes too"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 30, "only {checked} expectations changed");
+}
+
+#[test]
+fn malformed_vectors_are_refused() {
+    let ok = serde_json::json!({
+        "name": "x", "policy": "refresh", "endpoints": ["a"],
+        "steps": [{ "at_ms": 0, "expect_order": ["a"] }]
+    });
+    assert_eq!(replay(&ok), Ok(()));
+    let bad = |f: &dyn Fn(&mut Value)| {
+        let mut v = ok.clone();
+        f(&mut v);
+        replay(&v).unwrap_err()
+    };
+    assert!(bad(&|v| v["policy"] = "p2c".into()).contains("policy"));
+    assert!(bad(&|v| v["confg"] = serde_json::json!({})).contains("confg"));
+    assert!(bad(&|v| v["config"] = serde_json::json!({ "rr": 1 })).contains("rr"));
+    assert!(bad(&|v| {
+        let step = v["steps"][0].as_object_mut().unwrap();
+        let order = step.remove("expect_order").unwrap();
+        step.insert("expect_ordr".into(), order);
+    })
+    .contains("expect_ordr"));
+    assert!(bad(&|v| v["steps"][0]["update"] = serde_json::json!(["a"])).contains("exactly one"));
+    assert!(bad(&|v| {
+        v["steps"] =
+            serde_json::json!([{ "at_ms": 5, "update": ["a"] }, { "at_ms": 4, "update": ["a"] }]);
+    })
+    .contains("goes back"));
+    assert!(bad(&|v| {
+        v["steps"][0] =
+            serde_json::json!({ "at_ms": 0, "record": { "endpoint": "a", "outcome": "answered" } });
+    })
+    .contains("latency_ms"));
+}

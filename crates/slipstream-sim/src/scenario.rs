@@ -426,6 +426,15 @@ impl Scenario {
                 return Err(invalid(field, v.span(), "must be a positive number".into()));
             }
         }
+        // Each field can be positive and the model still unusable (a spread so wide that the
+        // log-normal's parameters overflow): refuse it here rather than fail while sampling.
+        if let Err(e) = w.size_model().sampler() {
+            return Err(invalid(
+                "workload.body_sd",
+                w.body_sd.span(),
+                format!("{e}: the body sizes cannot be sampled (body_sd far above body_mean?)"),
+            ));
+        }
         let jobs = match (&w.file, &self.caches) {
             (Some(file), Some(_)) => {
                 return Err(invalid(
@@ -756,7 +765,7 @@ fn synthetic(
 ) -> Vec<Job> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let gaps = Exp::new(rate).unwrap_or_else(|_| Exp::new(1.0).expect("1 is a valid rate"));
-    // plan() has checked every size-model field is a positive number.
+    // plan() has checked that the size model can be sampled.
     let sizes = w
         .size_model()
         .sampler()
@@ -826,6 +835,15 @@ pub fn delay(s: &str) -> Result<Nanos, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_size_model_too_wide_to_sample_is_an_error_not_a_panic() {
+        // Found by tests/fuzz.rs: every field positive, yet the log-normal cannot be built.
+        let text = "[workload]\nbody_sd = 1e300\ntransfers = 20\n";
+        let s: Scenario = toml::from_str(text).expect("valid toml");
+        let e = s.plan(Path::new("s.toml"), text).unwrap_err().to_string();
+        assert!(e.starts_with("s.toml:2: workload.body_sd:"), "{e}");
+    }
 
     #[test]
     fn delays_and_capacities_need_a_unit() {

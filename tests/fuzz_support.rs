@@ -38,11 +38,13 @@ pub fn fuzz<S: Strategy>(
         max_shrink_iters: 4096,
         ..Config::default()
     };
-    let mut runner = TestRunner::new(config);
     let start = Instant::now();
     let deadline = seconds.map(|s| start + Duration::from_secs(s));
     let mut ran: u64 = 0;
     loop {
+        // A runner counts its successes and stops at `cases`, so each batch needs a fresh one
+        // (seeded at random unless PROPTEST_RNG_SEED fixes it).
+        let mut runner = TestRunner::new(config.clone());
         if let Err(e) = runner.run(&strategy, &property) {
             panic!("fuzz target {name} failed after {ran} passing cases: {e}");
         }

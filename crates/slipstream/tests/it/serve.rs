@@ -637,5 +637,11 @@ fn cache_counters_are_typed_counters_named_total() {
             "{name}\n{page}"
         );
     }
-    assert!(!page.contains("slipstream_cache_evictions "), "{page}");
+    // No sample without the suffix (the `# HELP`/`# TYPE` lines name the family).
+    assert!(
+        !page
+            .lines()
+            .any(|l| l.starts_with("slipstream_cache_evictions ")),
+        "{page}"
+    );
 }

@@ -132,7 +132,7 @@ fn truncate(t: SystemTime) -> SystemTime {
 /// current representation, even one without a tag; a specific tag needs ours. The strong
 /// comparison (`weak == false`) never matches a weak tag (RFC 9110 §8.8.3.2).
 fn list_matches(list: &str, etag: Option<&str>, weak: bool) -> bool {
-    list.split(',').map(str::trim).any(|tag| {
+    members(list).any(|tag| {
         if tag == "*" {
             return true;
         }
@@ -143,6 +143,30 @@ fn list_matches(list: &str, etag: Option<&str>, weak: bool) -> bool {
             None if weak => tag == ours,
             None => tag == etag && !etag.starts_with("W/"),
         }
+    })
+}
+
+/// The members of a comma-separated list of entity tags, trimmed. A comma inside quotes belongs
+/// to its tag (RFC 9110 §8.8.3: `etagc` includes `,`), so `"a,b"` is one member.
+fn members(list: &str) -> impl Iterator<Item = &str> {
+    let mut rest = list;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut quoted = false;
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| {
+                if c == '"' {
+                    quoted = !quoted;
+                }
+                c == ',' && !quoted
+            })
+            .map_or(rest.len(), |(i, _)| i);
+        let member = rest[..end].trim();
+        rest = rest.get(end + 1..).unwrap_or_default();
+        Some(member)
     })
 }
 
@@ -231,6 +255,19 @@ mod tests {
             Outcome::Proceed
         );
         assert!(!if_range_allows(&headers(&[("if-range", &lm)]), &none));
+    }
+
+    #[test]
+    fn a_comma_inside_an_entity_tag_is_part_of_it() {
+        // Found by tests/fuzz.rs: the list was split at every comma, so `"a,b"` never matched.
+        let v = Validators {
+            etag: Some("\"a,b\"".into()),
+            last_modified: None,
+        };
+        let h = headers(&[("if-none-match", "\"x\", \"a,b\"")]);
+        assert_eq!(evaluate(&Method::GET, &h, &v), Outcome::NotModified);
+        let h = headers(&[("if-match", "\"a\", \"b\"")]);
+        assert_eq!(evaluate(&Method::GET, &h, &v), Outcome::Failed);
     }
 
     #[test]

@@ -621,4 +621,6 @@ fn is_entity_tag(v: &HeaderValue) -> bool {
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;

@@ -146,12 +146,15 @@ impl ConfigFile {
             .cloned()
             .unwrap_or_else(|| toml::Value::Table(toml::Table::new()));
         for o in &mine {
-            set(&mut table, &o.key[name.len() + 1..], o.value.clone()).map_err(|message| {
-                ConfigError::Override {
-                    key: o.key.clone(),
-                    message,
-                }
-            })?;
+            let override_error = |message: String| ConfigError::Override {
+                key: o.key.clone(),
+                message,
+            };
+            // `Overrides::set` takes any key, so `proxy` alone must be refused, not sliced.
+            let field = o.key[name.len()..]
+                .strip_prefix('.')
+                .ok_or_else(|| override_error(format!("names the table [{name}], not a field")))?;
+            set(&mut table, field, o.value.clone()).map_err(override_error)?;
         }
         table
             .try_into()
@@ -398,6 +401,18 @@ mod tests {
         let mut unknown = Overrides::default();
         unknown.extend([parse_override("proxy.nmae=x").expect("parse")]);
         assert!(f.section::<Proxy>("proxy", &unknown).is_err());
+    }
+
+    #[test]
+    fn an_override_naming_only_a_table_is_an_error() {
+        // Found by tests/fuzz.rs: this used to panic slicing past the key's end.
+        let mut o = Overrides::default();
+        o.set("proxy", 1);
+        let e = ConfigFile::default()
+            .section::<Proxy>("proxy", &o)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("proxy: names the table [proxy]"), "{e}");
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub fn read_only(method: &Method, content_type: &'static str, body: Bytes) -> Re
     r
 }
 
-/// `/_slipstream/metrics`: a registry in Prometheus' text format.
+/// `/_slipstream/metrics`: a registry in the OpenMetrics text format.
 #[derive(Debug, Clone)]
 pub struct Metrics(pub Arc<Registry>);
 
@@ -103,7 +103,7 @@ impl Endpoint for Metrics {
         }
         read_only(
             req.method(),
-            "text/plain; version=0.0.4; charset=utf-8",
+            slipstream_http::metrics::CONTENT_TYPE,
             self.0.render().into(),
         )
     }

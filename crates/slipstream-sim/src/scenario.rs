@@ -268,6 +268,10 @@ impl Default for Hits {
     }
 }
 
+/// The most requests (transfers, plus warm-up requests with `[caches]`) one scenario may plan;
+/// planning holds them all in memory (about 100 bytes each with their sources).
+pub const MAX_REQUESTS: u64 = 50_000_000;
+
 /// A scenario file that cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -426,6 +430,15 @@ impl Scenario {
                 return Err(invalid(field, v.span(), "must be a positive number".into()));
             }
         }
+        // Each field can be positive and the model still unusable (a spread so wide that the
+        // log-normal's parameters overflow): refuse it here rather than fail while sampling.
+        if let Err(e) = w.size_model().sampler() {
+            return Err(invalid(
+                "workload.body_sd",
+                w.body_sd.span(),
+                format!("{e}: the body sizes cannot be sampled (body_sd far above body_mean?)"),
+            ));
+        }
         let jobs = match (&w.file, &self.caches) {
             (Some(file), Some(_)) => {
                 return Err(invalid(
@@ -448,6 +461,13 @@ impl Scenario {
             }
             (None, caches) => {
                 let n = positive(&w.transfers, "workload.transfers")?;
+                if u64::from(n) > MAX_REQUESTS {
+                    return Err(invalid(
+                        "workload.transfers",
+                        w.transfers.span(),
+                        format!("at most {MAX_REQUESTS} transfers per scenario"),
+                    ));
+                }
                 let rate = *w.rate.get_ref();
                 if !(rate.is_finite() && rate > 0.0) {
                     return Err(invalid(
@@ -505,13 +525,19 @@ impl Scenario {
                                     .into(),
                             ));
                         }
-                        let warmup = usize::try_from(*w.warmup.get_ref()).map_err(|_| {
-                            invalid(
-                                "workload.warmup",
-                                w.warmup.span(),
-                                "must be a whole number of requests, 0 or more".into(),
-                            )
-                        })?;
+                        // Planning holds every request in memory: bound them, so a typo is an
+                        // error rather than an allocation that aborts the process.
+                        let warmup = u64::try_from(*w.warmup.get_ref())
+                            .ok()
+                            .filter(|w| w + u64::from(n) <= MAX_REQUESTS)
+                            .map(|w| w as usize)
+                            .ok_or_else(|| {
+                                invalid(
+                                    "workload.warmup",
+                                    w.warmup.span(),
+                                    format!("must be a whole number of requests, 0 or more, with warmup + transfers at most {MAX_REQUESTS}"),
+                                )
+                            })?;
                         let level = |spec: &CacheSpec,
                                      size_field: &'static str,
                                      policy_field: &'static str|
@@ -756,7 +782,7 @@ fn synthetic(
 ) -> Vec<Job> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let gaps = Exp::new(rate).unwrap_or_else(|_| Exp::new(1.0).expect("1 is a valid rate"));
-    // plan() has checked every size-model field is a positive number.
+    // plan() has checked that the size model can be sampled.
     let sizes = w
         .size_model()
         .sampler()
@@ -826,6 +852,28 @@ pub fn delay(s: &str) -> Result<Nanos, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_counts_beyond_the_bound_are_errors_not_aborts() {
+        // Found by tests/fuzz.rs: 2^32 warm-up requests asked for 171 GB and aborted.
+        let text = "[workload]\ntransfers = 20\nwarmup = 4294967296\n[caches.child]\nsize = \"1MiB\"\n[caches.parent]\nsize = \"1MiB\"\n[hits]\n";
+        let s: Scenario = toml::from_str(text).expect("valid toml");
+        let e = s.plan(Path::new("s.toml"), text).unwrap_err().to_string();
+        assert!(e.starts_with("s.toml:3: workload.warmup:"), "{e}");
+        let text = "[workload]\ntransfers = 4294967295\n";
+        let s: Scenario = toml::from_str(text).expect("valid toml");
+        let e = s.plan(Path::new("s.toml"), text).unwrap_err().to_string();
+        assert!(e.starts_with("s.toml:2: workload.transfers:"), "{e}");
+    }
+
+    #[test]
+    fn a_size_model_too_wide_to_sample_is_an_error_not_a_panic() {
+        // Found by tests/fuzz.rs: every field positive, yet the log-normal cannot be built.
+        let text = "[workload]\nbody_sd = 1e300\ntransfers = 20\n";
+        let s: Scenario = toml::from_str(text).expect("valid toml");
+        let e = s.plan(Path::new("s.toml"), text).unwrap_err().to_string();
+        assert!(e.starts_with("s.toml:2: workload.body_sd:"), "{e}");
+    }
 
     #[test]
     fn delays_and_capacities_need_a_unit() {

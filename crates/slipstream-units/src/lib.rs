@@ -1,8 +1,9 @@
 //! Human units, parsed the same way everywhere slipstream reads them: on the command line, in
 //! `[serve]`/`[proxy]` configs and in simulator scenarios.
 //!
-//! - Byte sizes ([`bytes`]): `K`, `M`, `G`, `KiB`, `MiB`, `GiB` are powers of 1024; `kB`, `KB`,
-//!   `MB`, `GB` powers of 1000 (IEC 80000-13). So `8KiB` is 8,192 bytes and `8KB` 8,000.
+//! - Byte sizes ([`bytes`]): `K`, `M`, `G`, `T`, `KiB`, `MiB`, `GiB`, `TiB` are powers of 1024;
+//!   `kB`, `KB`, `MB`, `GB`, `TB` powers of 1000 (IEC 80000-13). So `8KiB` is 8,192 bytes and
+//!   `8KB` 8,000. A size beyond 2^64 - 1 bytes is an error.
 //! - Durations ([`duration`]): `ns`, `us`, `ms`, `s`, `m`, `h`; a bare number is seconds.
 //! - Link rates ([`bits_per_second`]): as ns-2 writes them, in bits: `10Mb`, `1.5Mb`, `100kb`.
 //! - Config fields ([`de`]): serde helpers that take either an integer or a string with a unit.
@@ -20,16 +21,26 @@ pub fn bytes(s: &str) -> Result<u64, String> {
         "K" | "k" | "KiB" | "Ki" => 1024.0,
         "M" | "m" | "MiB" | "Mi" => 1024.0 * 1024.0,
         "G" | "g" | "GiB" | "Gi" => 1024.0 * 1024.0 * 1024.0,
+        // `human_bytes` writes TiB, so sizes it shows read back.
+        "T" | "t" | "TiB" | "Ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
         "kB" | "KB" => 1e3,
         "MB" => 1e6,
         "GB" => 1e9,
+        "TB" => 1e12,
         other => {
             return Err(format!(
-                "unknown size unit `{other}` in `{s}` (use K, M, G, KiB, MiB, GiB, kB, MB, GB)"
+                "unknown size unit `{other}` in `{s}` (use K, M, G, T, KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
             ))
         }
     };
-    Ok((n * mult).round() as u64)
+    whole(n * mult).ok_or_else(|| format!("`{s}` is too large a size"))
+}
+
+/// `v` rounded to a whole number, if it fits in a u64 (`as` would saturate silently).
+fn whole(v: f64) -> Option<u64> {
+    let v = v.round();
+    // 2^64 is exactly representable; every f64 below it converts without loss of range.
+    (v < 18_446_744_073_709_551_616.0).then_some(v as u64)
 }
 
 /// Parses a duration: a number with `ns`, `us`, `ms`, `s`, `m` or `h` (a bare number is
@@ -69,11 +80,11 @@ pub fn bits_per_second(s: &str) -> Result<u64, String> {
             ))
         }
     };
-    let v = (n * mult).round();
-    if v < 1.0 {
-        return Err(format!("`{s}`: a bandwidth must be positive"));
+    match whole(n * mult) {
+        Some(0) => Err(format!("`{s}`: a bandwidth must be positive")),
+        Some(v) => Ok(v),
+        None => Err(format!("`{s}` is too large a bandwidth")),
     }
-    Ok(v as u64)
 }
 
 /// Splits `12.5MiB` into `(12.5, "MiB")`; the number must be finite and not negative.
@@ -119,6 +130,21 @@ mod tests {
         assert!(bytes("lots").is_err());
         assert!(bytes("-3K").is_err());
         assert_eq!(human_bytes(1536), "1.5 KiB");
+    }
+
+    #[test]
+    fn sizes_too_large_are_errors_and_shown_sizes_read_back() {
+        // Found by tests/fuzz.rs: these used to saturate to u64::MAX, and `human_bytes`
+        // wrote TiB, which `bytes` refused.
+        assert!(bytes("99999999999999999999G")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(bytes("16EiB").is_err());
+        assert!(bits_per_second("99999999999999999999Gb")
+            .unwrap_err()
+            .contains("too large"));
+        assert_eq!(bytes(&human_bytes(3 << 40)), Ok(3 << 40));
+        assert_eq!(bytes("2TB"), Ok(2_000_000_000_000));
     }
 
     #[test]

@@ -120,6 +120,12 @@ impl Directives {
     pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
+
+    /// The directives in order, for the fuzz targets.
+    #[cfg(test)]
+    pub(crate) fn items(&self) -> &[(String, Option<String>)] {
+        &self.items
+    }
 }
 
 /// RFC 9111 §1.2.2: `delta-seconds = 1*DIGIT`; overflow saturates at 2^31.

@@ -494,7 +494,7 @@ fn metrics_count_hits_misses_and_bytes() {
     assert_eq!(r.status, 200);
     assert!(r
         .header("content-type")
-        .is_some_and(|t| t.starts_with("text/plain; version=0.0.4")));
+        .is_some_and(|t| t.starts_with("application/openmetrics-text; version=1.0.0")));
     let m = String::from_utf8(r.body).expect("utf-8");
     assert!(
         m.contains("slipstream_cache_requests_total{outcome=\"complete_hit\"} 3\n"),
@@ -630,10 +630,18 @@ fn cache_counters_are_typed_counters_named_total() {
         "slipstream_cache_admission_rejects_total",
         "slipstream_cache_revived_total",
     ] {
+        // OpenMetrics names the counter's family without `_total` and its sample with it.
+        let family = name.trim_end_matches("_total");
         assert!(
-            page.contains(&format!("# TYPE {name} counter")),
+            page.contains(&format!("# TYPE {family} counter\n{name} ")),
             "{name}\n{page}"
         );
     }
-    assert!(!page.contains("slipstream_cache_evictions "), "{page}");
+    // No sample without the suffix (the `# HELP`/`# TYPE` lines name the family).
+    assert!(
+        !page
+            .lines()
+            .any(|l| l.starts_with("slipstream_cache_evictions ")),
+        "{page}"
+    );
 }

@@ -400,6 +400,8 @@ fn caching_fields() {
                 shared,
                 honor_cdn_cache_control: cdn,
                 heuristic_fraction: fraction,
+                // Targeted Surrogate-Control members are parsed whenever a cache has a name.
+                surrogate_name: shared.then(|| "edge".to_owned()),
             };
             rfc9111::vary_key(&res.headers, &req.headers);
             rfc9111::only_if_cached(&req.headers);

@@ -568,3 +568,34 @@ impl Config {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_policies_are_named_and_a_bad_one_names_its_field() {
+        let config = |origin_policy: &str, parent_policy: &str| Config {
+            origin_policy: origin_policy.into(),
+            parent_policy: parent_policy.into(),
+            ..Config::default()
+        };
+        let s = config("refresh", "p2c").validate().expect("valid");
+        assert_eq!(
+            (s.origin_policy, s.parent_policy),
+            (SelectPolicy::Refresh, SelectPolicy::P2c)
+        );
+        let s = Config::default().validate().expect("valid");
+        assert_eq!(s.origin_policy, SelectPolicy::FailOver);
+        for (c, field) in [
+            (config("fastest", "failover"), "origin_policy"),
+            (config("failover", "Refresh"), "parent_policy"),
+        ] {
+            let e = c.validate().expect_err("refused").to_string();
+            assert!(
+                e.starts_with(field) && e.contains("use failover, refresh or p2c"),
+                "{e}"
+            );
+        }
+    }
+}

@@ -15,8 +15,7 @@
 //! Modules by concern: `route` (the entry), `cached` (GET/HEAD through the cache), `forward`
 //! (everything else, and upstream errors), `partial` (first-chunk entries), `collect` (reading
 //! bodies to store), `upstream` (selection and exchanges), `probe` (the policies' probes),
-//! `control` (purge), `tunnel`
-//! (CONNECT).
+//! `control` (purge), `tunnel` (CONNECT).
 
 mod cached;
 pub mod collapse;

@@ -134,8 +134,8 @@ pub(crate) enum Kind {
     Origin,
 }
 
-/// Targets remembered per endpoint for its probes; the bound on their length keeps the map's
-/// size in proportion to the number of endpoints.
+/// The longest path remembered as an endpoint's probe target. With one target per endpoint,
+/// the memory they take is bounded by the set of endpoints times this.
 const MAX_PROBE_TARGET_BYTES: usize = 1024;
 
 /// One candidate for an exchange.
@@ -414,7 +414,8 @@ impl Upstreams {
         self.probing.lock().insert((kind, endpoint.to_owned()))
     }
 
-    /// Sends a HEAD to `endpoint` for its probe target (`/` of the site if none) and records
+    /// Sends a HEAD to `endpoint` for its probe target (`/` if none: the origin's, or for a
+    /// parent its own) and records
     /// the outcome, then frees the endpoint's probe slot.
     pub(crate) async fn probe(&self, kind: Kind, endpoint: &str) {
         let target = self

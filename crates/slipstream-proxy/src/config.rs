@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use slipstream_cache::Policy;
 use slipstream_http::listen::Limits;
+use slipstream_select::{FailOver, PeakEwma, Refresh, Select};
 
 /// The `[proxy]` table of a node's config.
 #[derive(Debug, Clone, Deserialize)]
@@ -33,8 +34,21 @@ pub struct Config {
     /// A PEM file of CA certificates to trust for HTTPS origins, besides the platform's roots
     /// (verification is always on).
     pub ca_file: Option<std::path::PathBuf>,
-    /// Parent proxies, tried in order; a parent that fails is skipped for `parent_retry_ms`.
+    /// Parent proxies, chosen by `parent_policy`; a parent that fails is skipped for
+    /// `parent_retry_ms`.
     pub parents: Vec<String>,
+    /// How the origin servers are chosen among, fail-over included: `failover` (the default:
+    /// the first that is up, in the configured order; a failed one is skipped for
+    /// `parent_retry_ms`), `refresh` (Web++'s Refresh, paper 001 §4.1 with its §6 defaults:
+    /// the least 55th percentile of latency, a timeout at the 99.9th, failed origins probed by
+    /// HEAD every 28.8 hours, doubling) or `p2c` (power of two choices over a peak-sensitive
+    /// EWMA of latency times requests in flight; a failed origin is skipped for
+    /// `parent_retry_ms`). A policy's timeout for an origin is capped by `upstream_timeout_ms`.
+    #[serde(deserialize_with = "slipstream_node::config::checked::<SelectPolicy, _>")]
+    pub origin_policy: String,
+    /// The same for the parent proxies.
+    #[serde(deserialize_with = "slipstream_node::config::checked::<SelectPolicy, _>")]
+    pub parent_policy: String,
     /// How long a failed parent or origin is skipped, in milliseconds (or `"5s"`).
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub parent_retry_ms: u64,
@@ -106,6 +120,70 @@ pub struct Config {
     pub connect_ports: Vec<u16>,
 }
 
+/// A policy choosing among upstreams of one kind ([`Config::origin_policy`],
+/// [`Config::parent_policy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SelectPolicy {
+    /// `failover`: [`slipstream_select::FailOver`].
+    #[default]
+    FailOver,
+    /// `refresh`: [`slipstream_select::Refresh`] with paper 001 §6's defaults.
+    Refresh,
+    /// `p2c`: [`slipstream_select::PeakEwma`].
+    P2c,
+}
+
+/// A selection policy name that is not one of `failover`, `refresh`, `p2c`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown selection policy `{0}` (use failover, refresh or p2c)")]
+pub struct ParseSelectPolicyError(pub String);
+
+impl std::str::FromStr for SelectPolicy {
+    type Err = ParseSelectPolicyError;
+
+    fn from_str(s: &str) -> Result<SelectPolicy, ParseSelectPolicyError> {
+        match s {
+            "failover" => Ok(SelectPolicy::FailOver),
+            "refresh" => Ok(SelectPolicy::Refresh),
+            "p2c" => Ok(SelectPolicy::P2c),
+            _ => Err(ParseSelectPolicyError(s.to_owned())),
+        }
+    }
+}
+
+impl SelectPolicy {
+    /// The policy, over no endpoints yet; `retry`: how long a failed endpoint is skipped by the
+    /// policies that take it (fail-over, p2c). Refresh's configuration is valid by
+    /// construction, and so is p2c's.
+    pub fn select(self, retry: Duration, now: std::time::Instant) -> Box<dyn Select> {
+        match self {
+            SelectPolicy::FailOver => Box::new(FailOver::new(&[], retry)),
+            SelectPolicy::Refresh => {
+                match Refresh::new(&[], slipstream_select::config::Refresh::default(), now) {
+                    Ok(r) => Box::new(r),
+                    Err(e) => panic!("Refresh rejected its own defaults: {e}"),
+                }
+            }
+            SelectPolicy::P2c => {
+                // A seed from the standard library's randomly keyed hasher: every proxy draws
+                // differently, with no randomness crate for one number.
+                let seed = std::hash::BuildHasher::hash_one(
+                    &std::collections::hash_map::RandomState::new(),
+                    0u8,
+                );
+                let config = slipstream_select::config::PeakEwma {
+                    retry_after: retry,
+                    ..Default::default()
+                };
+                match PeakEwma::new(&[], config, seed, now) {
+                    Ok(p) => Box::new(p),
+                    Err(e) => panic!("PeakEwma rejected a positive decay: {e}"),
+                }
+            }
+        }
+    }
+}
+
 /// See [`Config::forwarded`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -156,6 +234,8 @@ impl Default for Config {
             ca_file: None,
             forwarded: Forwarded::Strip,
             parents: Vec::new(),
+            origin_policy: "failover".into(),
+            parent_policy: "failover".into(),
             parent_retry_ms: 5_000,
             name: "slipstream".into(),
             store_set_cookie: false,
@@ -245,6 +325,10 @@ pub struct Settings {
     pub https_parents: Vec<http::uri::Authority>,
     /// How long a failed parent is skipped.
     pub parent_retry: Duration,
+    /// How origins are chosen.
+    pub origin_policy: SelectPolicy,
+    /// How parents are chosen.
+    pub parent_policy: SelectPolicy,
     /// Name in Via and Cache-Status.
     pub name: String,
     /// Whether responses with `Set-Cookie` are stored.
@@ -401,6 +485,16 @@ impl Config {
                 reason: "use letters, digits, '-', '_' or '.'".into(),
             });
         }
+        let policy = |field: &'static str, value: &str| {
+            value
+                .parse::<SelectPolicy>()
+                .map_err(|e| ConfigError::Invalid {
+                    field,
+                    reason: e.to_string(),
+                })
+        };
+        let origin_policy = policy("origin_policy", &self.origin_policy)?;
+        let parent_policy = policy("parent_policy", &self.parent_policy)?;
         let cache = if self.cache.enabled {
             let policy: Policy = self.cache.policy.parse()?;
             Some(crate::store::bounded_config(
@@ -437,6 +531,8 @@ impl Config {
             parents,
             https_parents,
             parent_retry: Duration::from_millis(self.parent_retry_ms),
+            origin_policy,
+            parent_policy,
             name: self.name.clone(),
             store_set_cookie: self.store_set_cookie,
             cache,
@@ -470,5 +566,36 @@ impl Config {
             connect_ports: self.connect_ports.clone(),
             tls,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_policies_are_named_and_a_bad_one_names_its_field() {
+        let config = |origin_policy: &str, parent_policy: &str| Config {
+            origin_policy: origin_policy.into(),
+            parent_policy: parent_policy.into(),
+            ..Config::default()
+        };
+        let s = config("refresh", "p2c").validate().expect("valid");
+        assert_eq!(
+            (s.origin_policy, s.parent_policy),
+            (SelectPolicy::Refresh, SelectPolicy::P2c)
+        );
+        let s = Config::default().validate().expect("valid");
+        assert_eq!(s.origin_policy, SelectPolicy::FailOver);
+        for (c, field) in [
+            (config("fastest", "failover"), "origin_policy"),
+            (config("failover", "Refresh"), "parent_policy"),
+        ] {
+            let e = c.validate().expect_err("refused").to_string();
+            assert!(
+                e.starts_with(field) && e.contains("use failover, refresh or p2c"),
+                "{e}"
+            );
+        }
     }
 }

@@ -14,8 +14,8 @@
 //!
 //! Modules by concern: `route` (the entry), `cached` (GET/HEAD through the cache), `forward`
 //! (everything else, and upstream errors), `partial` (first-chunk entries), `collect` (reading
-//! bodies to store), `upstream` (selection and exchanges), `control` (purge), `tunnel`
-//! (CONNECT).
+//! bodies to store), `upstream` (selection and exchanges), `probe` (the policies' probes),
+//! `control` (purge), `tunnel` (CONNECT).
 
 mod cached;
 pub mod collapse;
@@ -26,6 +26,7 @@ mod forward;
 pub mod headers;
 mod metrics;
 mod partial;
+mod probe;
 pub mod respond;
 mod route;
 pub mod store;
@@ -40,9 +41,9 @@ use hyper::body::Incoming;
 use slipstream_http::{rfc9111, Body};
 use slipstream_node::bootstrap::{Bound, SpawnError};
 use slipstream_node::{Clock, Node, Phase, Phases, Router, CONTROL_PREFIX};
-use slipstream_select::{FailOver, Select};
+use slipstream_select::Select;
 
-pub use config::{Config, ConfigError, Settings};
+pub use config::{Config, ConfigError, SelectPolicy, Settings};
 
 /// A proxy: one per listener. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -53,7 +54,7 @@ pub struct Proxy {
 #[derive(Debug)]
 struct Inner {
     settings: Settings,
-    upstreams: upstream::Upstreams,
+    upstreams: Arc<upstream::Upstreams>,
     store: Option<store::Store>,
     collapser: collapse::Collapser,
     metrics: metrics::Metrics,
@@ -85,13 +86,13 @@ impl Builder {
         self
     }
 
-    /// The policy choosing among parents (ordered fail-over by default).
+    /// The policy choosing among parents (by default the one `parent_policy` names).
     pub fn parent_policy(mut self, policy: Box<dyn Select>) -> Builder {
         self.parents = Some(policy);
         self
     }
 
-    /// The policy choosing among origin servers (ordered fail-over by default).
+    /// The policy choosing among origin servers (by default the one `origin_policy` names).
     pub fn origin_policy(mut self, policy: Box<dyn Select>) -> Builder {
         self.origins = Some(policy);
         self
@@ -101,22 +102,38 @@ impl Builder {
     pub fn build(self) -> Proxy {
         let settings = self.settings;
         let metrics = metrics::Metrics::default();
-        let fail_over = || Box::new(FailOver::new(&[], settings.parent_retry)) as Box<dyn Select>;
+        let now = self.clock.instant();
+        let retry = settings.parent_retry;
+        // Fail-over asks for no probes: without another policy there is no probe task (and no
+        // timer for it on the runtime).
+        let probes = self.parents.is_some()
+            || self.origins.is_some()
+            || settings.parent_policy != SelectPolicy::FailOver
+            || settings.origin_policy != SelectPolicy::FailOver;
         let upstreams = upstream::Upstreams::new(
             &settings.parents,
             &settings.https_parents,
             &settings.origins,
             &settings.ca_certs,
             upstream::Policies {
-                parents: self.parents.unwrap_or_else(fail_over),
-                origins: self.origins.unwrap_or_else(fail_over),
+                parents: self
+                    .parents
+                    .unwrap_or_else(|| settings.parent_policy.select(retry, now)),
+                origins: self
+                    .origins
+                    .unwrap_or_else(|| settings.origin_policy.select(retry, now)),
             },
             settings.connect_timeout,
             settings.upstream_timeout,
             self.clock,
             metrics.registry.clone(),
         )
-        .with_body_pace(settings.body_pace);
+        .with_body_pace(settings.body_pace)
+        .with_origin_scheme(settings.origin_scheme.clone());
+        let upstreams = Arc::new(upstreams);
+        if probes {
+            probe::spawn(&upstreams);
+        }
         let store = settings.cache.map(store::Store::new);
         let collapser = collapse::Collapser::new(settings.max_collapsed_waiters);
         let inner = Arc::new(Inner {

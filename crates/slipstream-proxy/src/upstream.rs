@@ -8,11 +8,17 @@
 //! origin goes direct (Squid's default). Each exchange's outcome and latency is fed back to the
 //! policy it came from.
 //!
+//! Around every exchange the policy is told it [`Select::started`], gives the deadline for the
+//! response head ([`Select::timeout`], capped by the configured upstream timeout), and learns
+//! the outcome ([`Select::record`]); an exchange abandoned half-way (the client went away) is
+//! recorded as [`Outcome::Cancelled`]. The probes a policy asks for ([`Select::probes`]) are
+//! sent by the task of `probe.rs` through [`Upstreams::probe`].
+//!
 //! Requests to a parent use the absolute form (`GET http://origin/path`), which is how a child
 //! asks a parent for another server's resource (RFC 9112 §3.2.2); the parent's connector marks
 //! its connections as proxied so hyper writes that form.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -119,6 +125,19 @@ impl UpstreamError {
     }
 }
 
+/// Which policy an endpoint belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    /// A parent proxy.
+    Parent,
+    /// One of the configured origin servers.
+    Origin,
+}
+
+/// The longest path remembered as an endpoint's probe target. With one target per endpoint,
+/// the memory they take is bounded by the set of endpoints times this.
+const MAX_PROBE_TARGET_BYTES: usize = 1024;
+
 /// One candidate for an exchange.
 enum Hop {
     Parent(String),
@@ -138,6 +157,15 @@ pub struct Policies {
     pub origins: Box<dyn Select>,
 }
 
+impl Policies {
+    fn of(&mut self, kind: Kind) -> &mut Box<dyn Select> {
+        match kind {
+            Kind::Parent => &mut self.parents,
+            Kind::Origin => &mut self.origins,
+        }
+    }
+}
+
 /// All upstreams of one proxy.
 pub struct Upstreams {
     direct: Client<HttpsConnector<HttpConnector>, UpBody>,
@@ -145,6 +173,14 @@ pub struct Upstreams {
     connect_timeout: Duration,
     parents: RwLock<HashMap<String, Client<ParentConnector, UpBody>>>,
     policies: Mutex<Policies>,
+    /// Per endpoint, the target of the last simple request sent to it (a GET or HEAD without a
+    /// query, at most [`MAX_PROBE_TARGET_BYTES`]), which its probes ask for; one entry per
+    /// endpoint, removed with it.
+    probe_targets: Mutex<HashMap<(Kind, String), http::Uri>>,
+    /// The endpoints with a probe in flight (at most one each).
+    probing: Mutex<HashSet<(Kind, String)>>,
+    /// The scheme of the origins, for a probe to an origin nothing was sent to yet.
+    origin_scheme: http::uri::Scheme,
     timeout: Duration,
     pace: slipstream_node::body::Pace,
     clock: Clock,
@@ -256,6 +292,9 @@ impl Upstreams {
             connect_timeout,
             parents: RwLock::new(HashMap::new()),
             policies: Mutex::new(policies),
+            probe_targets: Mutex::new(HashMap::new()),
+            probing: Mutex::new(HashSet::new()),
+            origin_scheme: http::uri::Scheme::HTTP,
             timeout,
             pace: slipstream_node::body::Pace::default(),
             clock,
@@ -298,6 +337,7 @@ impl Upstreams {
     /// parents that stay keep their connections and what their policy learnt.
     pub fn set_parents(&self, parents: &[Authority], https_parents: &[Authority]) {
         self.add_parent_clients(parents, https_parents);
+        self.forget_targets(Kind::Parent, parents);
         self.policies
             .lock()
             .parents
@@ -306,10 +346,148 @@ impl Upstreams {
 
     /// Replaces the set of origin servers at run time.
     pub fn set_origins(&self, origins: &[Authority]) {
+        self.forget_targets(Kind::Origin, origins);
         self.policies
             .lock()
             .origins
             .update(&names(origins), self.clock.instant());
+    }
+
+    fn forget_targets(&self, kind: Kind, kept: &[Authority]) {
+        self.probe_targets
+            .lock()
+            .retain(|(k, name), _| *k != kind || kept.iter().any(|a| a.as_str() == name));
+    }
+
+    /// Remembers the target of `parts` as `endpoint`'s probe target if the request is simple.
+    fn remember_target(&self, kind: Kind, endpoint: &str, parts: &http::request::Parts) {
+        let simple = matches!(parts.method, http::Method::GET | http::Method::HEAD)
+            && parts.uri.query().is_none()
+            && parts.uri.path().len() <= MAX_PROBE_TARGET_BYTES;
+        if simple {
+            self.probe_targets
+                .lock()
+                .insert((kind, endpoint.to_owned()), parts.uri.clone());
+        }
+    }
+
+    /// Tells `kind`'s policy that an exchange with `endpoint` starts; the guard records how it
+    /// ends. Returns it with the deadline for the response head.
+    fn begin<'a>(&'a self, kind: Kind, endpoint: &'a str) -> (InFlight<'a>, Duration) {
+        let now = self.clock.instant();
+        let mut policies = self.policies.lock();
+        let policy = policies.of(kind);
+        policy.started(endpoint, now);
+        // The configured timeout stays the operator's upper bound.
+        let timeout = policy
+            .timeout(endpoint, now)
+            .map_or(self.timeout, |t| t.min(self.timeout));
+        let guard = InFlight {
+            upstreams: self,
+            kind,
+            endpoint,
+            started: self.clock.instant(),
+            done: false,
+        };
+        (guard, timeout)
+    }
+
+    fn record(&self, kind: Kind, endpoint: &str, outcome: Outcome) {
+        let now = self.clock.instant();
+        self.policies.lock().of(kind).record(endpoint, outcome, now);
+    }
+
+    /// The probes now due, from both policies.
+    pub(crate) fn due_probes(&self) -> Vec<(Kind, String)> {
+        let now = self.clock.instant();
+        let mut policies = self.policies.lock();
+        let parents = policies.parents.probes(now).into_iter();
+        let parents = parents.map(|p| (Kind::Parent, p.endpoint));
+        let origins = policies.origins.probes(now).into_iter();
+        parents
+            .chain(origins.map(|p| (Kind::Origin, p.endpoint)))
+            .collect()
+    }
+
+    /// Claims the one probe slot of `endpoint`; `false` if a probe to it is in flight.
+    pub(crate) fn claim_probe(&self, kind: Kind, endpoint: &str) -> bool {
+        self.probing.lock().insert((kind, endpoint.to_owned()))
+    }
+
+    /// Sends a HEAD to `endpoint` for its probe target (`/` if none: the origin's, or for a
+    /// parent its own) and records
+    /// the outcome, then frees the endpoint's probe slot.
+    pub(crate) async fn probe(&self, kind: Kind, endpoint: &str) {
+        let target = self
+            .probe_targets
+            .lock()
+            .get(&(kind, endpoint.to_owned()))
+            .cloned();
+        let result = self.send_probe(kind, endpoint, target).await;
+        if let Err(e) = &result {
+            tracing::debug!(upstream = %endpoint, error = %e.chain(), "probe failed");
+        }
+        self.probing.lock().remove(&(kind, endpoint.to_owned()));
+    }
+
+    async fn send_probe(
+        &self,
+        kind: Kind,
+        endpoint: &str,
+        target: Option<http::Uri>,
+    ) -> Result<(), UpstreamError> {
+        let Ok(authority) = endpoint.parse::<Authority>() else {
+            return Ok(());
+        };
+        let uri = match (kind, target) {
+            // A parent is asked for what it was last asked for: another server's resource.
+            (Kind::Parent, Some(uri)) => uri,
+            (Kind::Parent, None) => http::Uri::builder()
+                .scheme("http")
+                .authority(authority)
+                .path_and_query("/")
+                .build()
+                .unwrap_or_default(),
+            (Kind::Origin, target) => {
+                let path = target
+                    .as_ref()
+                    .and_then(|t| t.path_and_query().cloned())
+                    .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+                let scheme = target
+                    .as_ref()
+                    .and_then(|t| t.scheme().cloned())
+                    .unwrap_or_else(|| self.origin_scheme.clone());
+                http::Uri::builder()
+                    .scheme(scheme)
+                    .authority(authority)
+                    .path_and_query(path)
+                    .build()
+                    .unwrap_or_default()
+            }
+        };
+        let mut req = Request::new(up_body(None));
+        *req.method_mut() = http::Method::HEAD;
+        if let Some(host) = uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        {
+            req.headers_mut().insert(HOST, host);
+        }
+        *req.uri_mut() = uri;
+        let parent = match kind {
+            Kind::Parent => match self.parents.read().get(endpoint).cloned() {
+                Some(client) => Some(client),
+                None => return Ok(()),
+            },
+            Kind::Origin => None,
+        };
+        let (guard, timeout) = self.begin(kind, endpoint);
+        let result = match &parent {
+            Some(client) => self.exchange(client, req, endpoint, timeout).await,
+            None => self.exchange(&self.direct, req, endpoint, timeout).await,
+        };
+        guard.finish(&result);
+        result.map(drop)
     }
 
     /// Each parent and whether its policy counts it as up (for metrics).
@@ -392,16 +570,19 @@ impl Upstreams {
         let mut body = body;
         let mut last = None;
         for hop in self.plan(ctx, phases, &parts) {
-            let started = self.clock.instant();
             let (name, result) = match &hop {
                 Hop::Parent(name) => {
                     let Some(client) = self.parents.read().get(name).cloned() else {
                         continue;
                     };
+                    self.remember_target(Kind::Parent, name, &parts);
+                    let (guard, timeout) = self.begin(Kind::Parent, name);
                     let req = Request::from_parts(parts.clone(), up_body(body.take()));
-                    (name.clone(), self.exchange(&client, req, name).await)
+                    let result = self.exchange(&client, req, name, timeout).await;
+                    guard.finish(&result);
+                    (name.clone(), result)
                 }
-                Hop::Direct { authority, .. } => {
+                Hop::Direct { authority, origin } => {
                     let mut p = parts.clone();
                     if p.uri.authority() != Some(authority) {
                         let mut uri = p.uri.into_parts();
@@ -411,29 +592,21 @@ impl Upstreams {
                             p.headers.insert(HOST, v);
                         }
                     }
-                    let req = Request::from_parts(p, up_body(body.take()));
                     let name = authority.to_string();
-                    let result = self.exchange(&self.direct, req, &name).await;
+                    let result = if *origin {
+                        self.remember_target(Kind::Origin, &name, &p);
+                        let (guard, timeout) = self.begin(Kind::Origin, &name);
+                        let req = Request::from_parts(p, up_body(body.take()));
+                        let result = self.exchange(&self.direct, req, &name, timeout).await;
+                        guard.finish(&result);
+                        result
+                    } else {
+                        let req = Request::from_parts(p, up_body(body.take()));
+                        self.exchange(&self.direct, req, &name, self.timeout).await
+                    };
                     (name, result)
                 }
             };
-            let outcome = match &result {
-                Ok(_) => Outcome::Answered {
-                    latency: self.clock.instant().saturating_duration_since(started),
-                },
-                Err(e) => e.outcome(),
-            };
-            let now = self.clock.instant();
-            {
-                let mut policies = self.policies.lock();
-                match &hop {
-                    Hop::Parent(_) => policies.parents.record(&name, outcome, now),
-                    Hop::Direct { origin: true, .. } => {
-                        policies.origins.record(&name, outcome, now);
-                    }
-                    Hop::Direct { .. } => {}
-                }
-            }
             match result {
                 Ok(response) => {
                     ctx.upstream = Some(name);
@@ -466,14 +639,15 @@ impl Upstreams {
         client: &Client<C, UpBody>,
         req: Request<UpBody>,
         upstream: &str,
+        timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError>
     where
         C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
     {
-        match tokio::time::timeout(self.timeout, client.request(req)).await {
+        match tokio::time::timeout(timeout, client.request(req)).await {
             Err(_) => Err(UpstreamError::Timeout {
                 upstream: upstream.to_owned(),
-                timeout: self.timeout,
+                timeout,
             }),
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Connect {
@@ -487,6 +661,13 @@ impl Upstreams {
         }
     }
 
+    /// The scheme of the origin servers (`http` by default), for probes to an origin no
+    /// request has gone to yet.
+    pub fn with_origin_scheme(mut self, scheme: http::uri::Scheme) -> Upstreams {
+        self.origin_scheme = scheme;
+        self
+    }
+
     /// Bodies received from now on must keep `pace` (a least rate, a total deadline).
     pub fn with_body_pace(mut self, pace: slipstream_node::body::Pace) -> Upstreams {
         self.pace = pace;
@@ -496,6 +677,43 @@ impl Upstreams {
     /// The response timeout, also used between body chunks.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+}
+
+/// One exchange a policy was told of ([`Select::started`]): [`InFlight::finish`] records its
+/// outcome; dropped unfinished (the request was abandoned), it records
+/// [`Outcome::Cancelled`], so a policy counting requests in flight never leaks one.
+struct InFlight<'a> {
+    upstreams: &'a Upstreams,
+    kind: Kind,
+    endpoint: &'a str,
+    started: std::time::Instant,
+    done: bool,
+}
+
+impl InFlight<'_> {
+    fn finish<T>(mut self, result: &Result<T, UpstreamError>) {
+        let outcome = match result {
+            Ok(_) => Outcome::Answered {
+                latency: self
+                    .upstreams
+                    .clock
+                    .instant()
+                    .saturating_duration_since(self.started),
+            },
+            Err(e) => e.outcome(),
+        };
+        self.done = true;
+        self.upstreams.record(self.kind, self.endpoint, outcome);
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.upstreams
+                .record(self.kind, self.endpoint, Outcome::Cancelled);
+        }
     }
 }
 

@@ -8,3 +8,4 @@ mod hierarchy;
 mod partial;
 mod robustness;
 mod rules;
+mod select;

@@ -26,6 +26,8 @@ pub struct Reply {
     pub held: bool,
     /// Close the connection without answering.
     pub disconnect: bool,
+    /// Answer after this long (on tokio's clock, so a paused test moves past it at once).
+    pub delay: Option<Duration>,
 }
 
 impl Reply {
@@ -40,6 +42,7 @@ impl Reply {
             ranges: false,
             held: false,
             disconnect: false,
+            delay: None,
         }
     }
 
@@ -61,6 +64,12 @@ impl Reply {
         self
     }
 
+    /// Answered after `delay` on tokio's clock.
+    pub fn after(mut self, delay: Duration) -> Reply {
+        self.delay = Some(delay);
+        self
+    }
+
     /// Held until [`Origin::release`].
     pub fn held(mut self) -> Reply {
         self.held = true;
@@ -71,7 +80,6 @@ impl Reply {
 /// A request as the origin saw it.
 #[derive(Clone, Debug)]
 pub struct Seen {
-    #[allow(dead_code)] // kept for debugging failed tests
     pub method: String,
     pub path: String,
     pub headers: HeaderMap,
@@ -149,6 +157,9 @@ impl Origin {
         if reply.held {
             let _ = self.gate.acquire().await;
         }
+        if let Some(delay) = reply.delay {
+            tokio::time::sleep(delay).await;
+        }
         let etag = self.etags.lock().get(&path).cloned();
         let inm = req
             .headers()
@@ -177,9 +188,12 @@ impl Origin {
 
     /// Serves on an ephemeral loopback port until the test ends.
     pub async fn start(&self) -> SocketAddr {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        self.start_at("127.0.0.1:0".parse().expect("addr")).await
+    }
+
+    /// Serves on `addr` (a port an origin that was down had, say) until the test ends.
+    pub async fn start_at(&self, addr: SocketAddr) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let origin = self.clone();
         tokio::spawn(async move {

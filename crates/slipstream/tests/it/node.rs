@@ -68,6 +68,8 @@ policy = "lru"
             "proxy.cache.policy=sieve",
             "--set",
             "proxy.store_set_cookie=true",
+            "--set",
+            "proxy.origin_policy=refresh",
         ],
         "slipstream proxy",
     );
@@ -127,6 +129,11 @@ fn bad_config_files_and_overrides_are_refused_with_what_and_where() {
     );
     let e = run(&ok, &["--set", "proxy.store_set_cookie=maybe"]);
     assert!(e.contains("proxy.store_set_cookie"), "{e}");
+    let e = run(&ok, &["--set", "proxy.origin_policy=fastest"]);
+    assert!(
+        e.contains("proxy.origin_policy") && e.contains("unknown selection policy `fastest`"),
+        "{e}"
+    );
 }
 
 /// The value of the first metric line starting with `prefix`.
@@ -242,6 +249,10 @@ fn the_readme_config_example_is_a_valid_node_file_for_both_commands() {
     let proxy = proxy.validate().expect("valid proxy settings");
     assert_eq!(proxy.origins.len(), 2);
     assert_eq!(proxy.upstream_timeout, std::time::Duration::from_secs(30));
+    assert_eq!(
+        proxy.origin_policy,
+        slipstream_proxy::SelectPolicy::FailOver
+    );
     let www = site();
     let mut root = Overrides::default();
     root.set("serve.root", www.path().display().to_string());

@@ -223,7 +223,8 @@ fn quoted_string(s: &[u8], mut i: usize) -> Option<(String, usize)> {
     None
 }
 
-/// Skips to the next comma outside a quoted string.
+/// Skips to the next comma outside a quoted string (or the end: never past it, even when the
+/// value ends in a quoted backslash).
 fn skip_member(s: &[u8], mut i: usize) -> usize {
     let mut quoted = false;
     while i < s.len() {
@@ -235,7 +236,7 @@ fn skip_member(s: &[u8], mut i: usize) -> usize {
         }
         i += 1;
     }
-    i
+    i.min(s.len())
 }
 
 /// The Edge Architecture's `Surrogate-Control` (W3C Note, 2001, §3): Cache-Control's syntax,

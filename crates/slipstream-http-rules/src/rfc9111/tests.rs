@@ -1054,3 +1054,20 @@ proptest! {
         let _ = invalidated(&Method::POST, StatusCode::OK, &Uri::from_static("http://a/b"), &h);
     }
 }
+
+/// Found by the `caching_fields` fuzz target: a field value ending in a quoted backslash made the
+/// member scan step past the end of the value and panic.
+#[test]
+fn a_value_ending_in_a_quoted_backslash_is_malformed_not_a_panic() {
+    let opts = Options {
+        surrogate_name: Some("edge".into()),
+        ..Options::default()
+    };
+    for field in ["surrogate-control", "cache-control", "cdn-cache-control"] {
+        for value in ["\"\\", "max-age=60, \"\\", "max-age=60;edge, x=\"\\"] {
+            let res = res(&[(field, value)]);
+            // Whatever it decides, it decides without panicking.
+            let _ = Policy::new(&req(&[]), &res, t0(), &opts);
+        }
+    }
+}

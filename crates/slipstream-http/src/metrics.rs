@@ -17,7 +17,6 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder
 use prometheus_client::metrics::counter::{ConstCounter, Counter as Count};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::histogram::Histogram as Buckets;
 use prometheus_client::metrics::MetricType;
 
 /// The content type of [`Registry::render`]'s output (OpenMetrics 1.0 text).
@@ -44,11 +43,16 @@ impl Counter {
     }
 }
 
-/// A histogram with fixed bucket upper bounds, in seconds.
+/// A histogram with fixed bucket upper bounds, in seconds: atomics updated without a lock (the
+/// `prometheus-client` histogram takes a mutex per observation, and every response of every
+/// node is observed), encoded by the crate at scrape time.
 #[derive(Debug)]
 pub struct Histogram {
-    buckets: Buckets,
+    bounds: &'static [f64],
+    /// One per bound, then one for `+Inf`; not cumulative.
+    buckets: Box<[AtomicU64]>,
     count: AtomicU64,
+    sum_nanos: AtomicU64,
 }
 
 /// Latency buckets from 50 µs to 10 s.
@@ -61,20 +65,60 @@ impl Histogram {
     /// A histogram over `bounds` (ascending upper bounds in seconds).
     pub fn new(bounds: &'static [f64]) -> Self {
         Histogram {
-            buckets: Buckets::new(bounds.iter().copied()),
+            bounds,
+            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
             count: AtomicU64::new(0),
+            sum_nanos: AtomicU64::new(0),
         }
     }
 
     /// Records one observation.
     pub fn observe(&self, d: std::time::Duration) {
-        self.buckets.observe(d.as_secs_f64());
+        let secs = d.as_secs_f64();
+        let i = self
+            .bounds
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(self.bounds.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos.fetch_add(
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
     }
 
     /// Observations so far.
     pub fn count(&self) -> u64 {
         self.count.load(Ordering::Relaxed)
+    }
+}
+
+/// A registered histogram: the registry holds it shared with the code that observes.
+#[derive(Debug)]
+struct SharedHistogram(Arc<Histogram>);
+
+impl EncodeMetric for SharedHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let h = &self.0;
+        let buckets: Vec<(f64, u64)> = h
+            .bounds
+            .iter()
+            .copied()
+            .chain([f64::INFINITY])
+            .zip(h.buckets.iter().map(|b| b.load(Ordering::Relaxed)))
+            .collect();
+        let sum = h.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            sum,
+            h.count(),
+            &buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
     }
 }
 
@@ -265,7 +309,7 @@ impl Registry {
         self.inner
             .lock()
             .registry
-            .register(name, help_text(help), h.buckets.clone());
+            .register(name, help_text(help), SharedHistogram(h.clone()));
         h
     }
 

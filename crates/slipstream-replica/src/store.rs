@@ -138,7 +138,13 @@ impl Store {
                         .take_while(|k| k.as_ref().map_or(true, |k| k.starts_with(prefix.as_str())))
                         .collect::<Result<_, _>>()
                         .map_err(db_err)?;
+                    // A live exact entry of this node keeps its body: it overrides the
+                    // wildcard (see `Directory::resolve`) and is not deleted with it.
                     for url in covered {
+                        let exact = Pattern::Exact(url.clone());
+                        if self.own.entries().any(|(p, e)| *p == exact && !e.deleted) {
+                            continue;
+                        }
                         bodies.remove(url.as_str()).map_err(db_err)?;
                     }
                 }

@@ -46,9 +46,18 @@ fn reopen_finds_everything_acknowledged() {
         store.put(&gone, "http://n/gone", None).unwrap(),
         Entry::live(5, "http://n/gone")
     );
-    // Deleting a wildcard drops the bodies it covers.
+    // Deleting a wildcard drops the bodies it covers, but not those of live exact entries
+    // under it, which stay.
+    let logo = Pattern::parse("/img/logo.png").unwrap();
+    store
+        .put(&logo, "http://n/img/logo.png", Some(b"logo"))
+        .unwrap();
     store.delete(&wild).unwrap();
     assert_eq!(store.body("/img/x.png").unwrap(), None);
+    assert_eq!(
+        store.body("/img/logo.png").unwrap().as_deref(),
+        Some(&b"logo"[..])
+    );
     assert_eq!(
         store.body("/a.html").unwrap().as_deref(),
         Some(&b"<p>a</p>"[..])

@@ -498,7 +498,9 @@ async fn revalidate(
     parts: &http::request::Parts,
     stored: &Arc<Stored>,
 ) {
-    let key = format!("revalidate {}", parts.uri);
+    // One background revalidation per stored entry: the cache key, not the URI, so keyed
+    // variants (`forwarded = "key"`) do not share one slot.
+    let key = format!("revalidate {}", crate::route::cache_key(inner, parts));
     let Join::Leader(leader) = inner.collapser.join(&key) else {
         return;
     };

@@ -211,6 +211,11 @@ impl SurrogateIndex {
 
     fn take(&mut self, tag: &str) -> HashSet<String> {
         let keys = self.keys.remove(tag).unwrap_or_default();
+        // Out of the age order too: a tag tagged again later must not be evicted early by its
+        // stale place in the order. Purges are rare; the scan is bounded by MAX_SURROGATE_KEYS.
+        if !keys.is_empty() {
+            self.order.retain(|t| t != tag);
+        }
         self.pairs -= keys.len();
         keys
     }

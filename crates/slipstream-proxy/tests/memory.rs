@@ -23,6 +23,10 @@ use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
+/// Held by each test for its whole run: the allocator's counts are process-wide, so two tests
+/// measuring at once would count each other's allocations.
+static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Net heap growth since `region` began.
 fn growth(region: &Region<'_, std::alloc::System>) -> i64 {
     let c = region.change();
@@ -74,6 +78,7 @@ fn stored(i: usize) -> Stored {
 
 #[test]
 fn an_entry_is_charged_at_least_what_it_holds_on_the_heap() {
+    let _alone = ALONE.blocking_lock();
     let policy = "lru".parse().expect("policy");
     let store = Store::new(store::bounded_config(1 << 30, policy));
     let n = 2_000;
@@ -100,7 +105,8 @@ fn an_entry_is_charged_at_least_what_it_holds_on_the_heap() {
     );
 }
 
-/// An origin that answers every URI with its own cacheable 1 KiB body.
+/// An origin that answers every URI with its own cacheable 1 KiB body. Not `support::Origin`,
+/// which records every request it sees: that record would count as held memory.
 async fn origin() -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -133,6 +139,7 @@ async fn origin() -> SocketAddr {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxy_filled_past_its_capacity_by_unique_uris_stays_within_its_bound() {
+    let _alone = ALONE.lock().await;
     let capacity: u64 = 2 << 20;
     let origin = origin().await;
     let mut config = support::reverse("memory", origin);

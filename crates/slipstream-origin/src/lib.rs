@@ -23,12 +23,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, ALLOW, CONTENT_TYPE, LOCATION};
+use http::header::{HeaderValue, ALLOW, LOCATION};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use parking_lot::Mutex;
 use slipstream_cache::{Access, Cache};
 use slipstream_http::Body;
+use slipstream_node::respond::text;
 use slipstream_node::{Clock, Ctx, Phase, Phases, Router};
 
 pub use config::{Config, ConfigError, Settings};
@@ -118,7 +119,7 @@ impl Origin {
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut r = text(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "method not allowed: this server answers GET and HEAD\n",
+                "method not allowed: this server answers GET and HEAD",
             );
             r.headers_mut()
                 .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
@@ -147,7 +148,7 @@ impl Origin {
                 }
                 let mut r = text(
                     StatusCode::MOVED_PERMANENTLY,
-                    "moved: the directory's address ends in /\n",
+                    "moved: the directory's address ends in /",
                 );
                 if let Ok(v) = HeaderValue::from_str(&location) {
                     r.headers_mut().insert(LOCATION, v);
@@ -158,7 +159,7 @@ impl Origin {
                 tracing::warn!(%key, error = %e, "reading file failed");
                 return text(
                     StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal error reading the file\n",
+                    "internal error reading the file",
                 );
             }
         };
@@ -340,23 +341,13 @@ fn read_prefix(path: &std::path::Path, len: u64) -> std::io::Result<Bytes> {
     Ok(Bytes::from(buf))
 }
 
-fn text(status: StatusCode, body: &'static str) -> Response<Body> {
-    let mut r = Response::new(Body::full(Bytes::from_static(body.as_bytes())));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
 fn refused(refusal: Refusal) -> Response<Body> {
     match refusal {
-        Refusal::BadRequest => text(StatusCode::BAD_REQUEST, "bad request: malformed path\n"),
+        Refusal::BadRequest => text(StatusCode::BAD_REQUEST, "bad request: malformed path"),
         Refusal::Forbidden => text(
             StatusCode::FORBIDDEN,
-            "forbidden: the path leaves the served directory\n",
+            "forbidden: the path leaves the served directory",
         ),
-        Refusal::NotFound => text(StatusCode::NOT_FOUND, "not found\n"),
+        Refusal::NotFound => text(StatusCode::NOT_FOUND, "not found"),
     }
 }

@@ -223,8 +223,7 @@ fn replay(v: &Value) -> Result<(), String> {
                             }) && field("avg_ms").is_some_and(|x| close(e.avg_ms, x))
                                 && field("var_ms2").is_some_and(|x| close(e.var_ms2, x))
                                 && field("samples").is_some_and(|x| e.samples as f64 == x)
-                                && w
-                                    .get("score_ms")
+                                && w.get("score_ms")
                                     .is_none_or(|x| x.as_f64().is_some_and(|x| close(score, x)))
                         }
                         _ => false,

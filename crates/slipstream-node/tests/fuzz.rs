@@ -159,8 +159,22 @@ fn programmatic_overrides_with_any_key() {
             let file = ConfigFile::parse(None, "[proxy]\nname = \"x\"\n".into()).expect("valid");
             let mut o = Overrides::default();
             o.set(&key, v);
-            let _ = file.section::<Section>("proxy", &o);
-            let _ = file.section::<Section>("serve", &o);
+            let table = key.split('.').next().unwrap_or_default().to_owned();
+            let other = if table == "proxy" { "serve" } else { "proxy" };
+            let mine = file.section::<Section>(&table, &o);
+            // A key naming no field of its table is refused, as an override error naming it.
+            if key == table || key.ends_with('.') {
+                prop_assert!(
+                    matches!(&mine, Err(ConfigError::Override { key: k, .. }) if k.contains(key.as_str())),
+                    "{key}: {mine:?}"
+                );
+            }
+            // Another table's overrides never touch this one.
+            prop_assert!(
+                file.section::<Section>(other, &Overrides::default())
+                    .is_ok()
+                    == file.section::<Section>(other, &o).is_ok()
+            );
             Ok(())
         },
     );

@@ -3,6 +3,11 @@
 //! and 11); the throughput experiment and the nginx comparison need two servers and core
 //! pinning, and live in `experiments/002/*.sh`.
 
+// The harness of `experiment webpp` lives in its own directory, declared here so that the
+// binary's module list stays as it is.
+#[path = "webpp_exp/mod.rs"]
+mod webpp_exp;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -24,6 +29,9 @@ pub enum Sub {
     Paper002(Paper002),
     /// Draw a bar chart from NAME=VALUE pairs (used by the experiment scripts).
     Bars(Bars),
+    /// Paper 001's live experiment (Figs. 11–14): Web++ Refresh against single, p2c +
+    /// Peak-EWMA, hedged and optimal over emulated WAN links on loopback.
+    Webpp(webpp_exp::Webpp),
 }
 
 #[derive(Debug, clap::Args)]
@@ -56,6 +64,7 @@ pub struct Bars {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Sub::Paper002(p) => paper002(p),
+        Sub::Webpp(w) => webpp_exp::run(w),
         Sub::Bars(b) => {
             let bars = b
                 .bars

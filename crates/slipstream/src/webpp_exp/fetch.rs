@@ -93,7 +93,9 @@ pub async fn fetch(selector: &Selector, target: &Target, fan_out: bool) -> Fetch
         let now = Instant::now();
         let mut s = lock(selector);
         s.started(REPLICAS[replica], now);
-        let timeout = s.timeout(REPLICAS[replica], now).unwrap_or(target.caller_timeout);
+        let timeout = s
+            .timeout(REPLICAS[replica], now)
+            .unwrap_or(target.caller_timeout);
         let id = out.exchanges as usize;
         out.exchanges += 1;
         active.push(Active {
@@ -117,9 +119,7 @@ pub async fn fetch(selector: &Selector, target: &Target, fan_out: bool) -> Fetch
     }
     next += launch;
     let mut hedge_at = match (fan_out, order.first()) {
-        (false, Some(&r)) => lock(selector)
-            .hedge_after(REPLICAS[r], t0)
-            .map(|d| t0 + d),
+        (false, Some(&r)) => lock(selector).hedge_after(REPLICAS[r], t0).map(|d| t0 + d),
         _ => None,
     };
     let cap_at = t0 + target.cap;

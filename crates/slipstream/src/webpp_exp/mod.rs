@@ -49,6 +49,13 @@ pub struct Webpp {
     /// A run of seconds for tests: a 4-second day at a tenth of the latencies.
     #[arg(long)]
     pub quick: bool,
+    /// Refresh's TTL in minutes of the compressed day (001 §6: 41).
+    #[arg(long, default_value_t = 41.0)]
+    pub ttl_minutes: f64,
+    /// Refresh's first probe interval F of a failed replica, in hours of the compressed day
+    /// (001 §6: 28.8, a mean time to repair of Internet servers).
+    #[arg(long, default_value_t = 28.8)]
+    pub f_hours: f64,
     /// The hedged policy's percentile of its endpoint's recent latencies.
     #[arg(long, default_value_t = 95.0)]
     pub hedge_percentile: f64,
@@ -90,6 +97,9 @@ pub struct Params {
     pub day_secs: f64,
     pub scale: f64,
     pub hedge_percentile: f64,
+    /// Refresh's TTL (compressed-day minutes) and F (compressed-day hours).
+    pub ttl_minutes: f64,
+    pub f_hours: f64,
     /// Refresh's TTL and F after compression, in wall-clock seconds.
     pub refresh_ttl_s: f64,
     pub refresh_f_s: f64,
@@ -103,7 +113,10 @@ pub fn run(args: Webpp) -> anyhow::Result<()> {
     } else {
         (args.day_secs, args.scale)
     };
-    anyhow::ensure!(day_secs > 0.0 && scale > 0.0, "--day-secs and --scale must be positive");
+    anyhow::ensure!(
+        day_secs > 0.0 && scale > 0.0,
+        "--day-secs and --scale must be positive"
+    );
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -111,9 +124,12 @@ pub fn run(args: Webpp) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let (world, params, records, probes, served) = runtime.block_on(async {
-        experiment(args.seed, day_secs, scale, args.hedge_percentile, args.label).await
-    })?;
+    anyhow::ensure!(
+        args.ttl_minutes > 0.0 && args.f_hours > 0.0,
+        "--ttl-minutes and --f-hours must be positive"
+    );
+    let (world, params, records, probes, served) =
+        runtime.block_on(async { experiment(day_secs, scale, &args).await })?;
     runtime.shutdown_timeout(Duration::from_secs(1));
     report::write(&args.out, &world, &params, &records, &probes, &served)
 }
@@ -122,14 +138,18 @@ pub fn run(args: Webpp) -> anyhow::Result<()> {
 pub type Probes = Vec<(&'static str, u64, u64, u64)>;
 
 async fn experiment(
-    seed: u64,
     day_secs: f64,
     scale: f64,
-    hedge_percentile: f64,
-    label: String,
+    args: &Webpp,
 ) -> anyhow::Result<(Arc<World>, Params, Vec<Record>, Probes, Vec<(u64, u64)>)> {
+    let (seed, hedge_percentile) = (args.seed, args.hedge_percentile);
     // The servers and relays start before the clock does.
-    let placeholder = World::new(seed, Duration::from_secs_f64(day_secs), scale, Instant::now());
+    let placeholder = World::new(
+        seed,
+        Duration::from_secs_f64(day_secs),
+        scale,
+        Instant::now(),
+    );
     let setup = Instant::now() + Duration::from_millis(200);
     let world = Arc::new(World {
         start: setup,
@@ -150,9 +170,9 @@ async fn experiment(
     }
     // 001 §6 (Fig. 10): TTL 41 minutes and F 28.8 hours, as parts of the compressed day.
     let refresh = config::Refresh {
-        ttl: world.day_minutes(41.0),
-        probe_interval: world.day_minutes(28.8 * 60.0),
-        max_probe_interval: world.day_minutes(28.8 * 60.0 * 16.0),
+        ttl: world.day_minutes(args.ttl_minutes),
+        probe_interval: world.day_minutes(args.f_hours * 60.0),
+        max_probe_interval: world.day_minutes(args.f_hours * 60.0 * 16.0),
         default_timeout: world.scaled(10_000.0),
         min_timeout: world.scaled(1_000.0),
         max_timeout: world.scaled(60_000.0),
@@ -164,10 +184,12 @@ async fn experiment(
         day_secs,
         scale,
         hedge_percentile,
+        ttl_minutes: args.ttl_minutes,
+        f_hours: args.f_hours,
         refresh_ttl_s: refresh.ttl.as_secs_f64(),
         refresh_f_s: refresh.probe_interval.as_secs_f64(),
         caller_timeout_s: caller_timeout.as_secs_f64(),
-        label,
+        label: args.label.clone(),
     };
     tokio::time::sleep_until(world.start.into()).await;
 
@@ -224,7 +246,10 @@ fn lanes(
     )?;
     let selectors: [(Box<dyn Select>, bool); 5] = [
         (
-            Box::new(FailOver::new(&[REPLICAS[SINGLE].to_string()], caller_timeout)),
+            Box::new(FailOver::new(
+                &[REPLICAS[SINGLE].to_string()],
+                caller_timeout,
+            )),
             false,
         ),
         (Box::new(Refresh::new(&all, refresh.clone(), now)?), false),
@@ -276,7 +301,8 @@ async fn lane(
         let runs: Vec<_> = lanes
             .iter()
             .map(|l| {
-                let (selector, probes, target) = (l.selector.clone(), l.probes.clone(), target.clone());
+                let (selector, probes, target) =
+                    (l.selector.clone(), l.probes.clone(), target.clone());
                 let fan_out = l.fan_out;
                 tokio::spawn(async move {
                     let fetched = fetch::fetch(&selector, &target, fan_out).await;

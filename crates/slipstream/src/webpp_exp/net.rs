@@ -76,7 +76,10 @@ pub async fn server(
                         (world.clone(), served.clone(), bodies.clone(), rng.clone());
                     async move {
                         // The per-request noise: the schedule's mean delay times U(0.75, 1.25).
-                        let noise = rng.lock().map(|mut r| r.gen_range(0.75..1.25)).unwrap_or(1.0);
+                        let noise = rng
+                            .lock()
+                            .map(|mut r| r.gen_range(0.75..1.25))
+                            .unwrap_or(1.0);
                         let delay = world.service(replica, Instant::now()).mul_f64(noise);
                         tokio::time::sleep(delay).await;
                         Ok::<_, Infallible>(respond(&req, &bodies, &served))
@@ -270,10 +273,8 @@ pub fn exchange(
             return;
         };
         let _ = stream.set_nodelay(true);
-        let Ok((mut sender, conn)) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(
-            TokioIo::new(stream),
-        )
-        .await
+        let Ok((mut sender, conn)) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await
         else {
             let _ = events.send(fail(Outcome::Broken)).await;
             return;

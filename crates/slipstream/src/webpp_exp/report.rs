@@ -218,8 +218,11 @@ pub fn write(
         "experiments": exps,
     });
     let file = |name: &str| dir.join(name);
-    std::fs::write(file("results.json"), serde_json::to_string_pretty(&json)? + "\n")
-        .context("writing results.json")?;
+    std::fs::write(
+        file("results.json"),
+        serde_json::to_string_pretty(&json)? + "\n",
+    )
+    .context("writing results.json")?;
 
     let mut csv = String::from(
         "policy,site,size,slot,hour,response_ms,served_by,exchanges,failovers,hedges,timeouts\n",
@@ -242,8 +245,11 @@ pub fn write(
         );
     }
     std::fs::write(file("requests.csv"), csv).context("writing requests.csv")?;
-    std::fs::write(file("results.md"), markdown(world, params, &cells, &exps, served))
-        .context("writing results.md")?;
+    std::fs::write(
+        file("results.md"),
+        markdown(world, params, &cells, &exps, served),
+    )
+    .context("writing results.md")?;
     charts(dir, world, records, &cells)
 }
 
@@ -257,10 +263,13 @@ fn markdown(
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "<!-- written by `slipstream experiment webpp` (seed {}, day {} s, scale {}{}) -->\n",
+        "<!-- written by `slipstream experiment webpp` (seed {}, day {} s, scale {}, TTL {} min, F {} h, hedge at p{}{}) -->\n",
         params.seed,
         params.day_secs,
         params.scale,
+        params.ttl_minutes,
+        params.f_hours,
+        params.hedge_percentile,
         if params.label.is_empty() {
             String::new()
         } else {

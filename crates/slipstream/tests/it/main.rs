@@ -9,3 +9,4 @@ mod serve;
 mod status_page;
 mod support;
 mod tls;
+mod webpp;

@@ -46,11 +46,11 @@ pub struct Fetched {
     pub timeouts: u32,
 }
 
-/// Probes a lane's policy sent, by kind.
+/// Probes a lane's policy sent, by kind and by the day hour (EST) they were sent in.
 #[derive(Debug, Default)]
 pub struct ProbeCount {
-    pub refresh: AtomicU64,
-    pub recover: AtomicU64,
+    pub refresh: [AtomicU64; 24],
+    pub recover: [AtomicU64; 24],
 }
 
 /// What one request needs to know.
@@ -216,15 +216,16 @@ pub async fn fetch(selector: &Selector, target: &Target, fan_out: bool) -> Fetch
 }
 
 /// Sends the probes `selector` wants now, each a HEAD off the request path whose outcome goes
-/// back to the selector; counts them in `count`.
-pub fn send_probes(selector: &Selector, target: &Target, count: &Arc<ProbeCount>) {
+/// back to the selector; counts them in `count` under day hour `hour`.
+pub fn send_probes(selector: &Selector, target: &Target, count: &Arc<ProbeCount>, hour: f64) {
+    let bucket = (hour.max(0.0) as usize).min(23);
     let now = Instant::now();
     let probes = lock(selector).probes(now);
     for probe in probes {
         let replica = index(&probe.endpoint);
         match probe.kind {
-            ProbeKind::Refresh => count.refresh.fetch_add(1, Ordering::Relaxed),
-            ProbeKind::Recover => count.recover.fetch_add(1, Ordering::Relaxed),
+            ProbeKind::Refresh => count.refresh[bucket].fetch_add(1, Ordering::Relaxed),
+            ProbeKind::Recover => count.recover[bucket].fetch_add(1, Ordering::Relaxed),
         };
         let selector = selector.clone();
         let addr = target.links[replica];

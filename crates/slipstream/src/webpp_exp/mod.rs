@@ -134,8 +134,8 @@ pub fn run(args: Webpp) -> anyhow::Result<()> {
     report::write(&args.out, &world, &params, &records, &probes, &served)
 }
 
-/// Probe counts per (policy, size): `(refresh, recover)`.
-pub type Probes = Vec<(&'static str, u64, u64, u64)>;
+/// Probe counts per (policy, size), each by day hour: `(policy, size, refresh, recover)`.
+pub type Probes = Vec<(&'static str, u64, [u64; 24], [u64; 24])>;
 
 async fn experiment(
     day_secs: f64,
@@ -301,12 +301,17 @@ async fn lane(
         let runs: Vec<_> = lanes
             .iter()
             .map(|l| {
-                let (selector, probes, target) =
-                    (l.selector.clone(), l.probes.clone(), target.clone());
+                let (selector, probes, target, world) = (
+                    l.selector.clone(),
+                    l.probes.clone(),
+                    target.clone(),
+                    world.clone(),
+                );
                 let fan_out = l.fan_out;
                 tokio::spawn(async move {
                     let fetched = fetch::fetch(&selector, &target, fan_out).await;
-                    fetch::send_probes(&selector, &target, &probes);
+                    let hour = world.hour(Instant::now());
+                    fetch::send_probes(&selector, &target, &probes, hour);
                     fetched
                 })
             })
@@ -336,8 +341,12 @@ async fn lane(
             (
                 l.policy,
                 size,
-                p.refresh.load(std::sync::atomic::Ordering::Relaxed),
-                p.recover.load(std::sync::atomic::Ordering::Relaxed),
+                p.refresh
+                    .each_ref()
+                    .map(|c| c.load(std::sync::atomic::Ordering::Relaxed)),
+                p.recover
+                    .each_ref()
+                    .map(|c| c.load(std::sync::atomic::Ordering::Relaxed)),
             )
         })
         .collect();

@@ -50,7 +50,7 @@ pub struct Cell {
     pub failovers: u64,
     pub hedges: u64,
     pub timeouts: u64,
-    /// HEAD probes (whole day only; 0 in the windows).
+    /// HEAD probes sent in the window.
     pub refresh_probes: u64,
     pub recover_probes: u64,
     /// Requests beyond one per logical request: exchanges − requests + probes.
@@ -87,14 +87,16 @@ fn cells(records: &[Record], probes: &Probes) -> Vec<Cell> {
                     let mut times: Vec<f64> = rs.iter().filter_map(|r| r.response_ms).collect();
                     times.sort_by(f64::total_cmp);
                     let sum = |f: fn(&Record) -> u32| rs.iter().map(|r| u64::from(f(r))).sum();
-                    let (refresh_probes, recover_probes) = if window == "day" {
-                        probes
-                            .iter()
-                            .filter(|p| p.0 == policy && p.1 == size)
-                            .fold((0, 0), |(a, b), p| (a + p.2, b + p.3))
-                    } else {
-                        (0, 0)
-                    };
+                    let hours = from as usize..to as usize;
+                    let (refresh_probes, recover_probes) = probes
+                        .iter()
+                        .filter(|p| p.0 == policy && p.1 == size)
+                        .fold((0, 0), |(a, b), p| {
+                            (
+                                a + p.2[hours.clone()].iter().sum::<u64>(),
+                                b + p.3[hours.clone()].iter().sum::<u64>(),
+                            )
+                        });
                     let requests = rs.len() as u64;
                     let exchanges: u64 = sum(|r| r.exchanges);
                     let extra = exchanges - requests + refresh_probes + recover_probes;
@@ -305,8 +307,8 @@ fn markdown(
     let _ = writeln!(
         md,
         "\"vs single\" and \"vs optimal\" are the change of the mean response time (negative: \
-         faster). Extra requests: exchanges beyond one per logical request plus HEAD probes \
-         (probes are counted over the whole day only).\n"
+         faster). Extra requests: exchanges beyond one per logical request plus the HEAD probes \
+         sent in the window (by the day hour they were sent in).\n"
     );
     let _ = writeln!(
         md,

@@ -21,14 +21,21 @@ fn main() {
         })
         .collect();
     names.sort();
-    let mut out = String::from("/// The agent's files: name, contents.\npub static FILES: &[(&str, &[u8])] = &[\n");
+    let mut out = String::from(
+        "/// The agent's files: name, contents.\npub static FILES: &[(&str, &[u8])] = &[\n",
+    );
     for (name, path) in &names {
         println!("cargo:rerun-if-changed={}", path.display());
         let path = path.canonicalize().expect("a listed file exists");
-        writeln!(out, "    ({name:?}, include_bytes!({:?})),", path.display().to_string())
-            .expect("writing to a String");
+        writeln!(
+            out,
+            "    ({name:?}, include_bytes!({:?})),",
+            path.display().to_string()
+        )
+        .expect("writing to a String");
     }
     out.push_str("];\n");
-    let dest = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it")).join("agent_files.rs");
+    let dest =
+        PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it")).join("agent_files.rs");
     std::fs::write(&dest, out).unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
 }

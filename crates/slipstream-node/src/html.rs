@@ -11,8 +11,8 @@ use parking_lot::Mutex;
 
 use crate::body::BodyFilter;
 
-pub use lol_html::send::Element;
 pub use lol_html::html_content::ContentType;
+pub use lol_html::send::Element;
 pub use lol_html::HandlerResult;
 
 /// Rewrites the elements a CSS selector matches.

@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 use slipstream_http::Body;
 use slipstream_node::respond::{json, text};
-use slipstream_node::{Endpoint, Router};
+use slipstream_node::{Endpoint, Node, Service};
 
 use crate::cluster::{Cluster, Written};
 use crate::directory::Pattern;
@@ -147,19 +147,22 @@ impl Api {
         self.counters.clone()
     }
 
-    /// Registers `replicas`, `resolve` and `directory` on `router`.
-    pub fn register(&self, router: &mut Router) {
-        router.route(REPLICAS, Replicas(self.clone()));
-        router.route("resolve", Resolve(self.cluster.clone()));
-        router.route("directory", DirectoryView(self.clone()));
+    /// Registers `replicas`, `resolve` and `directory`, and the agent's files (`sw.js`,
+    /// `agent/`), on `node`.
+    pub fn register<S: Service>(&self, node: &mut Node<S>) {
+        node.route(REPLICAS, Replicas(self.clone()))
+            .route("resolve", Resolve(self.cluster.clone()))
+            .route("directory", DirectoryView(self.clone()))
+            .route("sw.js", crate::page::ServiceWorker)
+            .route("agent", crate::page::AgentFiles);
     }
 
-    fn authorized(&self, headers: &HeaderMap) -> Result<(), Response<Body>> {
+    fn authorized(&self, headers: &HeaderMap) -> Result<(), Box<Response<Body>>> {
         let Some(token) = &self.token else {
-            return Err(text(
+            return Err(Box::new(text(
                 StatusCode::FORBIDDEN,
                 "the replica API is read-only on this node: set `token` in its [cluster] table",
-            ));
+            )));
         };
         let given = headers
             .get(header::AUTHORIZATION)
@@ -176,7 +179,7 @@ impl Api {
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Bearer realm=\"slipstream\""),
                 );
-                Err(r)
+                Err(Box::new(r))
             }
         }
     }
@@ -258,12 +261,15 @@ impl Api {
                 })
             })
             .collect();
-        head_only(method, json(StatusCode::OK, &json!({ "node": me, "entries": entries })))
+        head_only(
+            method,
+            json(StatusCode::OK, &json!({ "node": me, "entries": entries })),
+        )
     }
 
     async fn write(&self, req: Request<Incoming>, url: &str) -> Response<Body> {
         if let Err(r) = self.authorized(req.headers()) {
-            return r;
+            return *r;
         }
         let pattern = match Pattern::parse(url) {
             Ok(p) if url.starts_with('/') => p,
@@ -311,15 +317,10 @@ impl Api {
             ),
             Pattern::Prefix(prefix) => match wildcard_physical(base, prefix, &bytes) {
                 Ok(physical) => (physical, None),
-                Err(r) => return r,
+                Err(r) => return *r,
             },
         };
-        if method == Method::POST
-            && self
-                .cluster
-                .own(&pattern)
-                .is_some_and(|e| !e.deleted)
-        {
+        if method == Method::POST && self.cluster.own(&pattern).is_some_and(|e| !e.deleted) {
             return text(
                 StatusCode::CONFLICT,
                 "this node already holds a replica of that URL; PUT updates it",
@@ -400,7 +401,7 @@ impl Api {
 
 /// The physical URL of a wildcard replica: the JSON body's `physical`, or this node's
 /// document root under the same prefix.
-fn wildcard_physical(base: &str, prefix: &str, body: &[u8]) -> Result<String, Response<Body>> {
+fn wildcard_physical(base: &str, prefix: &str, body: &[u8]) -> Result<String, Box<Response<Body>>> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(format!("{}{prefix}*", base.trim_end_matches('/')));
     }
@@ -412,12 +413,12 @@ fn wildcard_physical(base: &str, prefix: &str, body: &[u8]) -> Result<String, Re
     serde_json::from_slice::<Given>(body)
         .map(|g| g.physical)
         .map_err(|e| {
-            text(
+            Box::new(text(
                 StatusCode::BAD_REQUEST,
                 &format!(
                     "a wildcard replica's body is empty or {{\"physical\": \"http://host/prefix/*\"}}: {e}"
                 ),
-            )
+            ))
         })
 }
 

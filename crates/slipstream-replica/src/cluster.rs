@@ -145,11 +145,10 @@ impl Drop for Cluster {
 impl Cluster {
     /// Opens the node's store and starts gossiping (on the current tokio runtime).
     pub async fn join(settings: Settings) -> Result<Cluster, Error> {
-        std::fs::create_dir_all(&settings.data_dir)
-            .map_err(|source| store::Error::Io {
-                path: settings.data_dir.clone(),
-                source,
-            })?;
+        std::fs::create_dir_all(&settings.data_dir).map_err(|source| store::Error::Io {
+            path: settings.data_dir.clone(),
+            source,
+        })?;
         let path = settings.data_dir.join("replica.redb");
         let store = tokio::task::spawn_blocking(move || Store::open(path)).await??;
 
@@ -157,8 +156,7 @@ impl Cluster {
         initial.push((HTTP_KEY.to_owned(), settings.advertise.clone()));
         let mut view = View::default();
         for (pattern, entry) in store.own().entries() {
-            view.directory
-                .apply(&settings.name, pattern, entry.clone());
+            view.directory.apply(&settings.name, pattern, entry.clone());
         }
         view.nodes.insert(
             settings.name.clone(),
@@ -261,7 +259,7 @@ impl Cluster {
         let p = pattern.clone();
         let (entry, created) = tokio::task::spawn_blocking(move || {
             let mut store = store.lock();
-            let created = !store.own().get(&p).is_some_and(|e| !e.deleted);
+            let created = store.own().get(&p).is_none_or(|e| e.deleted);
             store
                 .put(&p, &physical, content.as_ref())
                 .map(|e| (e, created))
@@ -305,9 +303,31 @@ impl Cluster {
     }
 
     /// Leaves the cluster: gossip stops (peers then find the node dead).
-    pub async fn shutdown(self) {
+    pub fn leave(&self) {
         self.listener.abort();
         let _ = self.handle.initiate_shutdown();
+    }
+
+    /// Announces that this node serves `patterns` from its document root, under its base URL
+    /// (the `publish` setting), where it does not already. A pattern dropped from the setting
+    /// stays announced until deleted through the API (the store does not tell a published
+    /// wildcard from one created through the API). Returns how many entries it wrote.
+    pub async fn publish_root(&self, patterns: &[Pattern]) -> Result<usize, Error> {
+        let base = self.settings.advertise.trim_end_matches('/').to_owned();
+        let mut written = 0;
+        for pattern in patterns {
+            let physical = match pattern {
+                Pattern::Exact(url) => format!("{base}{url}"),
+                Pattern::Prefix(prefix) => format!("{base}{prefix}*"),
+            };
+            let held = self.own(pattern);
+            if held.is_some_and(|e| !e.deleted && e.physical == physical) {
+                continue;
+            }
+            self.put(pattern.clone(), physical, None).await?;
+            written += 1;
+        }
+        Ok(written)
     }
 }
 
@@ -413,14 +433,11 @@ impl Merge {
             }
         }
         for name in names {
-            if !view.nodes.contains_key(&name) {
-                view.nodes.insert(
-                    name,
-                    NodeInfo {
-                        advertise: None,
-                        live: true,
-                    },
-                );
+            if let std::collections::btree_map::Entry::Vacant(slot) = view.nodes.entry(name) {
+                slot.insert(NodeInfo {
+                    advertise: None,
+                    live: true,
+                });
                 changed = true;
             }
         }

@@ -379,7 +379,15 @@ impl Directory {
         let mut spoken: BTreeSet<&str> = BTreeSet::new();
         let mut found = BTreeSet::new();
         if let Some(nodes) = self.exact.get(url) {
-            hear(nodes, url, url.len(), false, &speaks, &mut spoken, &mut found);
+            hear(
+                nodes,
+                url,
+                url.len(),
+                false,
+                &speaks,
+                &mut spoken,
+                &mut found,
+            );
         }
         // Longest prefix first; at most `url.len() + 1` lookups, the URL bounded by the caller.
         for end in (0..=url.len())

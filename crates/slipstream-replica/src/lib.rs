@@ -19,6 +19,7 @@
 
 pub mod api;
 pub mod cluster;
+pub mod config;
 pub mod directory;
 pub mod page;
 pub mod store;

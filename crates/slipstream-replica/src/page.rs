@@ -68,8 +68,7 @@ impl Phase for Pages {
         req: &mut request::Parts,
     ) -> Option<Response<Body>> {
         if req.method == Method::GET {
-            ctx.extensions
-                .insert(PagePath(req.uri.path().to_owned()));
+            ctx.extensions.insert(PagePath(req.uri.path().to_owned()));
         }
         None
     }
@@ -271,10 +270,7 @@ fn agent_file(method: &Method, name: &str) -> Response<Body> {
         let names: Vec<&str> = files::FILES.iter().map(|(n, _)| *n).collect();
         return text(
             StatusCode::NOT_FOUND,
-            &format!(
-                "no such agent file; this binary has {}",
-                names.join(", ")
-            ),
+            &format!("no such agent file; this binary has {}", names.join(", ")),
         );
     };
     let content_type = match name.rsplit_once('.').map(|(_, ext)| ext) {

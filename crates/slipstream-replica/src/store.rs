@@ -134,7 +134,10 @@ impl Store {
             if let (Some(body), Pattern::Exact(url)) = (body, pattern) {
                 let mut bodies = txn.open_table(BODIES).map_err(db_err)?;
                 bodies
-                    .insert(url.as_str(), (body.content_type.as_str(), body.bytes.as_slice()))
+                    .insert(
+                        url.as_str(),
+                        (body.content_type.as_str(), body.bytes.as_slice()),
+                    )
                     .map_err(db_err)?;
             }
         }

@@ -19,7 +19,11 @@ fn merges_peers_and_flags_the_dead() {
         "a",
         1,
         3,
-        &[(HTTP_KEY, "http://a"), ("replica:/x", "2+http://a/x"), ("other", "?")],
+        &[
+            (HTTP_KEY, "http://a"),
+            ("replica:/x", "2+http://a/x"),
+            ("other", "?"),
+        ],
     );
     let b = heard("b", 1, 1, &[("replica:/x", "1+http://b/x")]);
     assert!(merge.apply(&mut view, &[a.clone(), b.clone()]));
@@ -30,7 +34,7 @@ fn merges_peers_and_flags_the_dead() {
     assert!(!merge.apply(&mut view, &[a.clone(), b.clone()]));
     assert_eq!(view.version, version);
     // b dies: its entry stays in the directory but no longer resolves.
-    assert!(merge.apply(&mut view, &[a.clone()]));
+    assert!(merge.apply(&mut view, std::slice::from_ref(&a)));
     assert!(!view.nodes["b"].live);
     assert_eq!(view.resolve("/x"), ["http://a/x"]);
     assert_eq!(view.directory.entries().count(), 2);
@@ -44,16 +48,31 @@ fn merges_peers_and_flags_the_dead() {
 fn a_malformed_update_changes_nothing_and_is_counted_once() {
     let mut merge = Merge::new("me".into());
     let mut view = View::default();
-    merge.apply(&mut view, &[heard("a", 1, 1, &[("replica:/x", "5+http://a/x")])]);
+    merge.apply(
+        &mut view,
+        &[heard("a", 1, 1, &[("replica:/x", "5+http://a/x")])],
+    );
     let before = view.directory.clone();
-    for (i, bad) in ["5+", "05+http://a/x", "x", "6-junk", "7+http://a/*", "\u{0}"]
-        .iter()
-        .enumerate()
+    for (i, bad) in [
+        "5+",
+        "05+http://a/x",
+        "x",
+        "6-junk",
+        "7+http://a/*",
+        "\u{0}",
+    ]
+    .iter()
+    .enumerate()
     {
         let version = 2 + i as u64;
         merge.apply(
             &mut view,
-            &[heard("a", 1, version, &[("replica:/x", bad), ("replica:/a*b", "1-")])],
+            &[heard(
+                "a",
+                1,
+                version,
+                &[("replica:/x", bad), ("replica:/a*b", "1-")],
+            )],
         );
         assert_eq!(view.directory, before, "{bad}");
     }
@@ -61,7 +80,12 @@ fn a_malformed_update_changes_nothing_and_is_counted_once() {
     // Heard again (a later state repeating them): not counted again.
     merge.apply(
         &mut view,
-        &[heard("a", 1, 99, &[("replica:/x", "x"), ("replica:/a*b", "1-")])],
+        &[heard(
+            "a",
+            1,
+            99,
+            &[("replica:/x", "x"), ("replica:/a*b", "1-")],
+        )],
     );
     assert_eq!(view.rejected, 7);
     // An older version than the one held does not win either.
@@ -73,6 +97,9 @@ fn a_malformed_update_changes_nothing_and_is_counted_once() {
 fn own_updates_are_not_taken_from_gossip() {
     let mut merge = Merge::new("me".into());
     let mut view = View::default();
-    merge.apply(&mut view, &[heard("me", 1, 1, &[("replica:/x", "1+http://me/x")])]);
+    merge.apply(
+        &mut view,
+        &[heard("me", 1, 1, &[("replica:/x", "1+http://me/x")])],
+    );
     assert!(view.resolve("/x").is_empty());
 }

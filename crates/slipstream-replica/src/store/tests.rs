@@ -18,7 +18,9 @@ fn reopen_finds_everything_acknowledged() {
             .unwrap();
         store.put(&wild, "http://n/img/*", None).unwrap();
         store.put_body("/img/x.png", &html(b"png")).unwrap();
-        store.put(&gone, "http://n/gone", Some(&html(b"bye"))).unwrap();
+        store
+            .put(&gone, "http://n/gone", Some(&html(b"bye")))
+            .unwrap();
         assert!(store.delete(&gone).unwrap().is_some());
         assert_eq!(store.delete(&gone).unwrap(), None);
     }
@@ -36,14 +38,8 @@ fn reopen_finds_everything_acknowledged() {
             (wild.clone(), Entry::live(2, "http://n/img/*")),
         ]
     );
-    assert_eq!(
-        store.body("/a.html").unwrap(),
-        Some(html(b"<p>a</p>"))
-    );
-    assert_eq!(
-        store.body("/img/x.png").unwrap(),
-        Some(html(b"png"))
-    );
+    assert_eq!(store.body("/a.html").unwrap(), Some(html(b"<p>a</p>")));
+    assert_eq!(store.body("/img/x.png").unwrap(), Some(html(b"png")));
     assert_eq!(store.body("/gone").unwrap(), None);
     // Versions continue after the restart, above the tombstone's.
     assert_eq!(
@@ -58,14 +54,8 @@ fn reopen_finds_everything_acknowledged() {
         .unwrap();
     store.delete(&wild).unwrap();
     assert_eq!(store.body("/img/x.png").unwrap(), None);
-    assert_eq!(
-        store.body("/img/logo.png").unwrap(),
-        Some(html(b"logo"))
-    );
-    assert_eq!(
-        store.body("/a.html").unwrap(),
-        Some(html(b"<p>a</p>"))
-    );
+    assert_eq!(store.body("/img/logo.png").unwrap(), Some(html(b"logo")));
+    assert_eq!(store.body("/a.html").unwrap(), Some(html(b"<p>a</p>")));
 }
 
 #[test]

@@ -309,7 +309,13 @@ impl Api {
                 )
             }
         };
-        let base = &self.cluster.settings().advertise;
+        let Some(base) = self.cluster.advertise() else {
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the node is starting; retry in a moment",
+            );
+        };
+        let base = base.as_str();
         let (physical, content) = match &pattern {
             Pattern::Exact(url) => (
                 stored_physical(base, url),

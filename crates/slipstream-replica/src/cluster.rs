@@ -46,8 +46,9 @@ pub struct Settings {
     pub gossip_advertise: SocketAddr,
     /// Gossip addresses (`host:port`) of nodes to join through.
     pub seeds: Vec<String>,
-    /// The base URL (`http://host:port`) peers and browsers reach this node's HTTP server at.
-    pub advertise: String,
+    /// The base URL (`http://host:port`) peers and browsers reach this node's HTTP server at;
+    /// `None` until the server is bound, when [`Cluster::advertise_at`] must be called.
+    pub advertise: Option<String>,
     /// The directory holding the node's store (`replica.redb`).
     pub data_dir: PathBuf,
     /// How often the node gossips with a peer.
@@ -65,6 +66,9 @@ pub enum Error {
     /// The store's worker thread failed.
     #[error("replica store worker: {0}")]
     Worker(#[from] tokio::task::JoinError),
+    /// The node's base URL is not known yet (the server is starting).
+    #[error("cluster: the node is starting (its address is not known yet)")]
+    Starting,
     /// Gossip could not start (the UDP address is taken, a seed does not resolve, ...).
     #[error("cluster: cannot start gossip on {addr}: {source:#}")]
     Gossip {
@@ -117,6 +121,8 @@ pub struct Written {
 /// A node's membership in its cluster: its store, its gossip, its view.
 pub struct Cluster {
     settings: Settings,
+    /// The base URL, once known.
+    advertise: RwLock<Option<String>>,
     handle: ChitchatHandle,
     store: Arc<Mutex<Store>>,
     /// Serialises writes, so that entries reach chitchat in the order they were stored.
@@ -153,7 +159,9 @@ impl Cluster {
         let store = tokio::task::spawn_blocking(move || Store::open(path)).await??;
 
         let mut initial: Vec<(String, String)> = store.own().gossip().collect();
-        initial.push((HTTP_KEY.to_owned(), settings.advertise.clone()));
+        if let Some(base) = &settings.advertise {
+            initial.push((HTTP_KEY.to_owned(), base.clone()));
+        }
         let mut view = View::default();
         for (pattern, entry) in store.own().entries() {
             view.directory.apply(&settings.name, pattern, entry.clone());
@@ -161,7 +169,7 @@ impl Cluster {
         view.nodes.insert(
             settings.name.clone(),
             NodeInfo {
-                advertise: Some(settings.advertise.clone()),
+                advertise: settings.advertise.clone(),
                 live: true,
             },
         );
@@ -206,6 +214,7 @@ impl Cluster {
             changes_tx,
         ));
         Ok(Cluster {
+            advertise: RwLock::new(settings.advertise.clone()),
             settings,
             handle,
             store: Arc::new(Mutex::new(store)),
@@ -219,6 +228,25 @@ impl Cluster {
     /// The node's settings.
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The base URL peers and browsers reach this node at, once known.
+    pub fn advertise(&self) -> Option<String> {
+        self.advertise.read().clone()
+    }
+
+    /// Sets the base URL (when the settings had none: the server's bound address).
+    pub async fn advertise_at(&self, base: &str) {
+        let base = base.trim_end_matches('/').to_owned();
+        *self.advertise.write() = Some(base.clone());
+        self.handle
+            .with_chitchat(|c| c.self_node_state().set(HTTP_KEY, &base))
+            .await;
+        let mut view = self.view.write();
+        if let Some(me) = view.nodes.get_mut(&self.settings.name) {
+            me.advertise = Some(base);
+        }
+        view.version += 1;
     }
 
     /// A copy of the node's current view.
@@ -313,7 +341,9 @@ impl Cluster {
     /// stays announced until deleted through the API (the store does not tell a published
     /// wildcard from one created through the API). Returns how many entries it wrote.
     pub async fn publish_root(&self, patterns: &[Pattern]) -> Result<usize, Error> {
-        let base = self.settings.advertise.trim_end_matches('/').to_owned();
+        let Some(base) = self.advertise() else {
+            return Err(Error::Starting);
+        };
         let mut written = 0;
         for pattern in patterns {
             let physical = match pattern {

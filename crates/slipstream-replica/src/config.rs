@@ -39,8 +39,9 @@ pub struct Config {
     pub gossip_advertise: Option<SocketAddr>,
     /// Gossip addresses (`host:port`) of members to join through.
     pub seeds: Vec<String>,
-    /// The base URL (`http://host:port`) browsers and peers reach this node at (default:
-    /// `http://` and the listen address, which must then not be a wildcard address).
+    /// The base URL (`http://host:port`) browsers and peers reach this node at (default: the
+    /// scheme and the address the server is bound to, which must then not be a wildcard
+    /// address).
     pub advertise: Option<String>,
     /// Where the node keeps its replica entries and bodies.
     pub data_dir: PathBuf,
@@ -167,7 +168,8 @@ impl Config {
                     ),
                 ))
             }
-            None => format!("http://{listen}"),
+            // The bound address, known once the server listens (the port may be 0 here).
+            None => String::new(),
         };
         let base = advertise.parse::<http::Uri>().ok().filter(|u| {
             matches!(u.scheme_str(), Some("http" | "https"))
@@ -175,7 +177,7 @@ impl Config {
                 && matches!(u.path(), "" | "/")
                 && u.query().is_none()
         });
-        if base.is_none() {
+        if base.is_none() && !advertise.is_empty() {
             return Err(invalid(
                 "advertise",
                 format!("`{advertise}` is not a base URL like http://host:port"),
@@ -242,7 +244,7 @@ impl Config {
                 gossip_listen: self.gossip_listen,
                 gossip_advertise: self.gossip_advertise.unwrap_or(self.gossip_listen),
                 seeds: self.seeds.clone(),
-                advertise,
+                advertise: (!advertise.is_empty()).then_some(advertise),
                 data_dir: self.data_dir.clone(),
                 gossip_interval: Duration::from_millis(self.gossip_interval_ms),
                 dead_node_grace: Duration::from_millis(self.dead_node_grace_ms),
@@ -267,7 +269,8 @@ mod tests {
     #[test]
     fn defaults_advertise_the_listen_address() {
         let c = Config::default().validate(listen(), "n1").unwrap();
-        assert_eq!(c.settings.advertise, "http://127.0.0.1:8080");
+        // The server's bound address, set once it listens.
+        assert_eq!(c.settings.advertise, None);
         assert_eq!(c.settings.name, "n1");
         assert!(c.token.is_none());
     }

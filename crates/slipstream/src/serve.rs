@@ -148,7 +148,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let s = member.settings();
             println!(
                 "cluster: node {} (gossip {}, advertised as {}), directory: {scheme}://{addr}/_slipstream/directory",
-                s.name, s.gossip_listen, s.advertise
+                s.name,
+                s.gossip_listen,
+                member.advertise().unwrap_or_default()
             );
         }
         loop {
@@ -259,10 +261,6 @@ pub async fn start_with(
             .await
             .context("joining the cluster")?,
     );
-    member
-        .publish_root(&cluster.publish)
-        .await
-        .context("announcing the `publish` patterns")?;
     if cluster.pre_process {
         origin = origin.phase(Pages::new(member.clone(), cluster.agent.clone()));
     }
@@ -274,6 +272,16 @@ pub async fn start_with(
     )
     .register(&mut node);
     let running = node.start(&listen).await?;
+    if cluster.settings.advertise.is_none() {
+        let bound = running.bound;
+        member
+            .advertise_at(&format!("{}://{}", bound.scheme(), bound.addr))
+            .await;
+    }
+    member
+        .publish_root(&cluster.publish)
+        .await
+        .context("announcing the `publish` patterns")?;
     Ok((running, Some(member)))
 }
 

@@ -7,7 +7,7 @@
 // endpoint being a physical URL's origin (scheme://host:port), so a latency learnt through one
 // logical URL serves every URL replicated there, on every page of the site (001 §4.1: one
 // latency table per client). The replica lists come from the `slipstream-replicas` block the
-// server puts at the head of every HTML page (001 §5.1; format in web/README.md).
+// server puts into every HTML page (001 §5.1; format in web/README.md).
 //
 // Everything is bounded: at most `MAX_URLS` logical URLs (the oldest learnt forgotten first), at
 // most `MAX_REPLICAS_PER_URL` replicas per URL (the rest ignored), and so at most
@@ -31,22 +31,24 @@ export const MAX_REPLICAS_PER_URL = 16;
 /** The id of the script element holding the replica block. */
 export const BLOCK_ID = 'slipstream-replicas';
 
+/** The longest HTML text searched for the block; a page beyond it is bound by its first part. */
+export const MAX_HTML_CHARS = 8 * 1024 * 1024;
+
 const BLOCK_RE = new RegExp(
   `<script\\b[^>]*\\bid\\s*=\\s*["']?${BLOCK_ID}["']?[^>]*>([\\s\\S]*?)</script\\s*>`,
-  'i',
+  'gi',
 );
 
 /**
- * The replica block's JSON text in an HTML document's text, or null if it has none. Only the
- * head is searched (the server puts the block first), up to `</head>` or 256 KiB.
+ * The replica block's JSON text in an HTML document's text, or null if it has none. The server
+ * appends its block at the end of the document, after anything the page itself holds, so the
+ * last block counts. At most `MAX_HTML_CHARS` are searched.
  */
 export function blockText(html) {
   if (typeof html !== 'string') return null;
-  let head = html.slice(0, 256 * 1024);
-  const end = head.search(/<\/head\s*>/i);
-  if (end >= 0) head = head.slice(0, end);
-  const m = BLOCK_RE.exec(head);
-  return m ? m[1] : null;
+  let last = null;
+  for (const m of html.slice(0, MAX_HTML_CHARS).matchAll(BLOCK_RE)) last = m[1];
+  return last;
 }
 
 /** The logical key of a same-origin URL: its path and query, as the block names it. */

@@ -29,7 +29,9 @@
       return navigator.serviceWorker.ready;
     })
     .then(function (registration) {
-      var block = document.getElementById('slipstream-replicas');
+      // The server appends its block after anything the page holds: the last one counts.
+      var blocks = document.querySelectorAll('script#slipstream-replicas');
+      var block = blocks[blocks.length - 1];
       if (block) return ask(registration.active, { type: 'slipstream-page', block: block.textContent }).then(function () {
         return registration;
       });

@@ -34,13 +34,14 @@ function agentWith(urls, config = CONFIG) {
   return a;
 }
 
-test('blockText finds the block in the head only', () => {
+test('blockText finds the block anywhere, the last one counting', () => {
   const json = '{"v":1,"urls":{}}';
-  const page = `<!doctype html><html><head><script type="application/json" id="slipstream-replicas">${json}</script><script src="/_slipstream/agent/register.js" defer></script></head><body></body></html>`;
+  const page = `<!doctype html><html><head><script src="/_slipstream/agent/register.js" defer></script></head><body><p>x</p><script type="application/json" id="slipstream-replicas">${json}</script></body></html>`;
   assert.equal(blockText(page), json);
   assert.equal(blockText(`<head><SCRIPT id=slipstream-replicas type="application/json">${json}</SCRIPT></head>`), json);
-  assert.equal(blockText(`<head></head><body><script id="slipstream-replicas">${json}</script></body>`), null);
-  assert.equal(blockText('<html><head><title>x</title></head></html>'), null);
+  // A block the page itself holds is overridden by the server's, appended after it.
+  assert.equal(blockText(`<body><script id="slipstream-replicas">{"v":0}</script><script id="slipstream-replicas">${json}</script></body>`), json);
+  assert.equal(blockText('<html><head><title>x</title></head><script id="other">{}</script></html>'), null);
   assert.equal(blockText(null), null);
 });
 

@@ -9,10 +9,16 @@
 // latency table per client). The replica lists come from the `slipstream-replicas` block the
 // server puts into every HTML page (001 §5.1; format in web/README.md).
 //
+// The server lists only the replicas on nodes its cluster holds alive, so a page served while a
+// node is down no longer names it. The agent keeps such an endpoint all the same, with its
+// latency history and its failure, and a physical URL of it to probe: the selector, not the
+// latest page, says whether an endpoint is up (001 §4.1: a failed server is polled until it
+// answers). A URL is bound only to the replicas its latest list names.
+//
 // Everything is bounded: at most `MAX_URLS` logical URLs (the oldest learnt forgotten first), at
-// most `MAX_REPLICAS_PER_URL` replicas per URL (the rest ignored), and so at most
-// MAX_URLS × MAX_REPLICAS_PER_URL endpoints; an endpoint no remembered URL names is dropped
-// from the selector. The whole state is plain JSON (`toJSON`, `Agent.fromJSON`) for IndexedDB.
+// most `MAX_REPLICAS_PER_URL` replicas per URL (the rest ignored), at most `MAX_ENDPOINTS`
+// endpoints (the one named longest ago forgotten first). The whole state is plain JSON
+// (`toJSON`, `Agent.fromJSON`) for IndexedDB.
 
 import { DEFAULTS, Refresh } from './select.mjs';
 
@@ -27,6 +33,9 @@ export const MAX_URLS = 4096;
 
 /** The most replicas kept for one logical URL; the block's order decides which. */
 export const MAX_REPLICAS_PER_URL = 16;
+
+/** The most endpoints in the latency table; one more forgets the one named longest ago. */
+export const MAX_ENDPOINTS = 256;
 
 /** The id of the script element holding the replica block. */
 export const BLOCK_ID = 'slipstream-replicas';
@@ -118,6 +127,8 @@ export class Agent {
     this._selector = new Refresh([], config, nowMs);
     /** @type {Map<string, string[]>} logical key → physical URLs, oldest learnt first. */
     this._urls = new Map();
+    /** @type {Map<string, string>} endpoint → a physical URL of it to probe, named longest ago first. */
+    this._probeUrls = new Map();
   }
 
   /** The selector (for reading; the agent is its only writer). */
@@ -151,21 +162,30 @@ export class Agent {
       this._selector = Refresh.fromJSON(s);
       this._overrides = { ...block.config };
     }
+    const named = [];
     for (const [key, physical] of block.urls) {
       this._urls.delete(key);
       this._urls.set(key, physical);
+      for (const p of physical) {
+        const ep = endpointOf(p);
+        if (!named.includes(ep)) named.push(ep);
+        this._probeUrls.delete(ep);
+        this._probeUrls.set(ep, p);
+      }
     }
     while (this._urls.size > MAX_URLS) this._urls.delete(this._urls.keys().next().value);
-    this._syncEndpoints(nowMs);
+    while (this._probeUrls.size > MAX_ENDPOINTS) this._probeUrls.delete(this._probeUrls.keys().next().value);
+    this._syncEndpoints(nowMs, named);
   }
 
-  /** The endpoints the remembered URLs name, in first-seen order, into the selector. */
-  _syncEndpoints(nowMs) {
-    const seen = new Set();
-    for (const list of this._urls.values()) for (const p of list) seen.add(endpointOf(p));
+  /**
+   * The known endpoints into the selector, keeping its order: those it has, then new ones in
+   * the order the block named them (which breaks ties between unmeasured endpoints).
+   */
+  _syncEndpoints(nowMs, named) {
     const old = this._selector.health(nowMs).map(([name]) => name);
-    const next = old.filter((n) => seen.has(n));
-    for (const n of seen) if (!next.includes(n)) next.push(n);
+    const next = old.filter((n) => this._probeUrls.has(n));
+    for (const n of named) if (this._probeUrls.has(n) && !next.includes(n)) next.push(n);
     if (next.length !== old.length || next.some((n, i) => n !== old[i])) this._selector.update(next, nowMs);
   }
 
@@ -189,14 +209,9 @@ export class Agent {
     this._selector.record(endpoint, outcome, nowMs, latencyMs);
   }
 
-  /** A physical URL of `endpoint` to send a HEAD to: the first remembered, newest page first. */
+  /** A physical URL of `endpoint` to send a HEAD to: the last one a page named. */
   probeUrl(endpoint) {
-    const lists = [...this._urls.values()];
-    for (let i = lists.length - 1; i >= 0; i--) {
-      const hit = lists[i].find((p) => endpointOf(p) === endpoint);
-      if (hit) return hit;
-    }
-    return null;
+    return this._probeUrls.get(endpoint) ?? null;
   }
 
   /**
@@ -268,6 +283,7 @@ export class Agent {
       overrides: { ...this._overrides },
       selector: this._selector.toJSON(),
       urls: [...this._urls.entries()].map(([k, v]) => [k, [...v]]),
+      endpoints: [...this._probeUrls.entries()],
     };
   }
 
@@ -293,7 +309,17 @@ export class Agent {
       if (!ok) throw new TypeError(`agent state: urls: bad entry ${JSON.stringify(entry)}`);
       urls.set(entry[0], [...entry[1]]);
     }
+    if (!Array.isArray(s.endpoints) || s.endpoints.length > MAX_ENDPOINTS) {
+      throw new TypeError('agent state: endpoints: not a bounded list');
+    }
+    const probeUrls = new Map();
+    for (const entry of s.endpoints) {
+      const ok = Array.isArray(entry) && entry.length === 2 && typeof entry[1] === 'string' && endpointOf(entry[1]) === entry[0];
+      if (!ok) throw new TypeError(`agent state: endpoints: bad entry ${JSON.stringify(entry)}`);
+      probeUrls.set(entry[0], entry[1]);
+    }
     const a = Object.create(Agent.prototype);
+    a._probeUrls = probeUrls;
     a._overrides = { ...s.overrides };
     a._selector = Refresh.fromJSON(s.selector);
     a._urls = urls;

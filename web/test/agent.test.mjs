@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import {
   AGENT_FORMAT,
   Agent,
+  MAX_ENDPOINTS,
   MAX_REPLICAS_PER_URL,
   MAX_URLS,
   blockText,
@@ -165,7 +166,7 @@ test('a stale live endpoint is refreshed after the TTL', () => {
   assert.deepEqual(a.dueProbes(5001), []);
 });
 
-test('learning is bounded: the oldest URLs and endpoints no URL names are dropped', () => {
+test('learning is bounded: the oldest URLs are dropped', () => {
   const a = new Agent({}, 0);
   const urls = {};
   for (let i = 0; i < MAX_URLS; i++) urls[`/u${i}`] = [`${A}/u${i}`];
@@ -178,14 +179,38 @@ test('learning is bounded: the oldest URLs and endpoints no URL names are droppe
     a.selector.health(2).map(([n]) => n),
     [A, B],
   );
-  // Rebinding every URL to B drops A from the selector.
-  const rebound = {};
-  for (let i = 0; i < MAX_URLS; i++) rebound[`/v${i}`] = [`${B}/v${i}`];
-  a.learn(block(rebound), 3);
+});
+
+test('an endpoint the pages stop naming keeps its history and is probed until it answers', () => {
+  const a = agentWith({ '/x': [`${A}/x`, `${B}/x`] });
+  a.record(A, 'answered', 0, 5);
+  a.record(B, 'answered', 0, 50);
+  a.record(A, 'connect_failed', 10);
+  // The server, finding A's node dead, lists only B now.
+  a.learn(block({ '/x': [`${B}/x`] }), 20);
   assert.deepEqual(
-    a.selector.health(4).map(([n]) => n),
+    a.plan('/x', 20).map((c) => c.endpoint),
     [B],
   );
+  assert.equal(a.selector.estimate(A).samples, 1, 'A keeps its history');
+  assert.deepEqual(
+    a.dueProbes(1010).map((p) => [p.endpoint, p.url]),
+    [[A, `${A}/x`]],
+  );
+  // A answers a probe, and the server lists it again: it is the fastest again at once.
+  a.record(A, 'answered', 1020, 5);
+  a.learn(block({ '/x': [`${B}/x`, `${A}/x`] }), 1030);
+  assert.equal(a.plan('/x', 1030)[0].endpoint, A);
+});
+
+test('the endpoints are bounded: the one named longest ago is forgotten', () => {
+  const a = new Agent({}, 0);
+  for (let i = 0; i <= MAX_ENDPOINTS; i++) a.learn(block({ [`/e${i}`]: [`http://127.0.0.1:${20000 + i}/e`] }), i);
+  const names = a.selector.health(0).map(([n]) => n);
+  assert.equal(names.length, MAX_ENDPOINTS);
+  assert.ok(!names.includes('http://127.0.0.1:20000'));
+  assert.ok(names.includes(`http://127.0.0.1:${20000 + MAX_ENDPOINTS}`));
+  assert.equal(a.probeUrl('http://127.0.0.1:20000'), null);
 });
 
 test('a new configuration applies and keeps the latency table', () => {
@@ -213,6 +238,8 @@ test('the JSON state round-trips: same table, same choices', () => {
   const s = JSON.parse(text);
   assert.throws(() => Agent.fromJSON({ ...s, format: 'x' }), /format/);
   assert.throws(() => Agent.fromJSON({ ...s, urls: [['/x', 'nope']] }), /bad entry/);
+  assert.throws(() => Agent.fromJSON({ ...s, endpoints: [[A, `${B}/x`]] }), /bad entry/);
+  assert.equal(Agent.fromJSON({ ...s, endpoints: [] }).probeUrl(A), null);
   assert.equal(Agent.fromJSON({ ...s, urls: [] }).plan('/x', 10), null);
 });
 

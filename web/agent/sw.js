@@ -252,7 +252,8 @@ self.addEventListener('activate', (event) => event.waitUntil(self.clients.claim(
 
 self.addEventListener('fetch', (event) => {
   const request = event.request;
-  if (request.method !== 'GET') return;
+  // Range requests (media) keep their headers on the plain URL; a bound request carries none.
+  if (request.method !== 'GET' || request.headers.has('range')) return;
   const url = new URL(request.url);
   if (url.origin !== self.location.origin || url.pathname.startsWith('/_slipstream/')) return;
   // Once the state is loaded, a subresource without replicas is left to the browser.

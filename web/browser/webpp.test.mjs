@@ -409,6 +409,8 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
         before.instance,
       ),
     );
+    // WEBPP_SCREENSHOT=FILE.png keeps a picture of the table page for people to look at.
+    if (process.env.WEBPP_SCREENSHOT) await page.screenshot({ path: process.env.WEBPP_SCREENSHOT, fullPage: true });
     const after = await agentState(page);
     assert.notEqual(after.instance, before.instance, 'a new worker instance');
     assert.equal(after.restored, true, 'the new worker read its state from IndexedDB');

@@ -73,8 +73,24 @@ impl Phase for Pages {
         None
     }
 
-    fn response_filter(&self, _ctx: &mut Ctx, res: &mut response::Parts) {
+    fn response_filter(&self, ctx: &mut Ctx, res: &mut response::Parts) {
         add_cors(&mut res.headers);
+        // A pre-processed page is another representation than the file: its validator names
+        // the directory version it embeds, so a cached copy is not revalidated by the file's.
+        if ctx.extensions.get::<PagePath>().is_some() && html::is_page(res) {
+            if let Some(tag) = res.headers.get(header::ETAG).and_then(|v| v.to_str().ok()) {
+                let opaque = tag.trim_start_matches("W/").trim_matches('"');
+                let tagged = format!("W/\"{opaque}-d{}\"", self.cluster.version());
+                match HeaderValue::from_str(&tagged) {
+                    Ok(v) => {
+                        res.headers.insert(header::ETAG, v);
+                    }
+                    Err(_) => {
+                        res.headers.remove(header::ETAG);
+                    }
+                }
+            }
+        }
     }
 
     fn body_filter(&self, ctx: &mut Ctx, res: &response::Parts) -> Option<Box<dyn BodyFilter>> {

@@ -236,12 +236,8 @@ pub fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     bootstrap::runtime(workers).context("starting the async runtime")
 }
 
-/// Binds and starts serving in the background of the current runtime.
-pub async fn start(settings: Settings) -> anyhow::Result<Running> {
-    Ok(start_with(settings, None, None).await?.0)
-}
-
-/// [`start`], with an access log, as a member of a cluster.
+/// Binds and starts serving in the background of the current runtime, with an access log, as a
+/// member of a cluster.
 pub async fn start_with(
     settings: Settings,
     log: Option<AccessLog>,

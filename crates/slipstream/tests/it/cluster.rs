@@ -567,3 +567,70 @@ fn hostile_gossip_and_api_bodies_change_nothing() {
     let _ = stop_tx.send(());
     peer.join().expect("peer thread");
 }
+
+#[test]
+fn get_binds_to_a_live_replica_and_fails_over_past_a_dead_one() {
+    let site = support::site();
+    let data = tempfile::tempdir().expect("tempdir");
+    let (g0, g1) = (free_udp_port(), free_udp_port());
+    let n0 = Member::start(
+        site.path(),
+        data.path(),
+        "n0",
+        None,
+        None,
+        g0,
+        &["--set", "cluster.publish=[\"/*\"]"],
+    );
+    let n1 = Member::start(site.path(), data.path(), "n1", Some(g0), None, g1, &[]);
+    // n1 claims a replica of everything at an address where nothing listens: a server that
+    // died without its entry being retired.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let r = send(
+        n1.addr,
+        "PUT",
+        "/_slipstream/replicas/*",
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        Some(format!("{{\"physical\": \"http://{dead}/*\"}}").as_bytes()),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let deadline = Instant::now() + CONVERGENCE_BOUND;
+    loop {
+        let r = get(n0.addr, "/_slipstream/resolve?url=/hello.txt");
+        let v: Value = serde_json::from_slice(&r.body).expect("resolve JSON");
+        if v["replicas"].as_array().map(Vec::len) == Some(2) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "n0 never heard of n1's replicas: {v}"
+        );
+        std::thread::yield_now();
+    }
+
+    let out = support::bin()
+        .args([
+            "get",
+            &format!("http://{}/hello.txt", n0.addr),
+            "--repeat",
+            "6",
+        ])
+        .output()
+        .expect("run slipstream get");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("2 replica(s)"), "{stderr}");
+    let rounds: Vec<&str> = stderr.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(rounds.len(), 6, "{stderr}");
+    assert!(rounds.iter().all(|l| l.contains("200 OK")), "{stderr}");
+    assert!(
+        !rounds.iter().any(|l| l.contains(&dead.to_string())),
+        "the dead replica answered?\n{stderr}"
+    );
+    // Once failed, the dead replica is not tried again (it waits for its probe).
+    let failovers = rounds.iter().filter(|l| l.contains("failed)")).count();
+    assert!(failovers <= 1, "{stderr}");
+    assert_eq!(out.stdout, b"hello, world\n");
+}

@@ -387,6 +387,12 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
       return JSON.stringify(Object.entries(storedSamples).sort()) === JSON.stringify(Object.entries(live).sort());
     }, 100);
     assert.ok(before.table.every((e) => e.samples > 0 && e.live), 'every replica measured and live');
+    // The samples measure the replicas (Resource Timing, without the browser's queue), so the
+    // means keep the toxics' order: r3 (60 ms) < r1 (200 ms) < r2 (slowed to 500 ms).
+    const avg = (n) => before.table.find((e) => e.endpoint === replicaOrigin(n)).avg_ms;
+    t.diagnostic(`means (ms): r1 ${avg('r1').toFixed(1)}, r2 ${avg('r2').toFixed(1)}, r3 ${avg('r3').toFixed(1)}; samples by ${JSON.stringify(before.samples_by)}`);
+    assert.ok(avg('r3') < avg('r1') && avg('r1') < avg('r2'), 'the means follow the toxics');
+    assert.ok(before.samples_by.timing > 0, 'samples taken from Resource Timing');
 
     const cdp = await context.newCDPSession(page);
     const versions = new Map();

@@ -153,7 +153,7 @@ async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
     timer = arm(Math.max(timeoutMs, agent.selector.config.max_timeout_ms));
     const body = method === 'HEAD' ? null : await response.arrayBuffer();
     clearTimeout(timer);
-    const latency = performance.now() - t0;
+    const latency = measured(url, t0, performance.now() - t0);
     if (response.status >= 500) throw new Failure('broken', `${url}: status ${response.status}`);
     agent.record(endpoint, 'answered', Date.now(), latency);
     return { response, body };
@@ -165,6 +165,35 @@ async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
   } finally {
     changed();
   }
+}
+
+/** Resource Timing entries kept at most; beyond, the buffer is emptied (see `measured`). */
+const TIMING_BUFFER = 1000;
+performance.setResourceTimingBufferSize?.(TIMING_BUFFER);
+/** How many samples came from Resource Timing, and how many from the wall clock. */
+const sampled = { timing: 0, wall: 0 };
+
+/**
+ * The latency of the exchange with `url` started at `t0`: from sending the request (after any new
+ * connection's setup) to the end of the body, by the Resource Timing entry the replica's
+ * `Timing-Allow-Origin` exposes. That leaves out the time the request waited in the browser for
+ * a free connection to the host, which would otherwise charge the replica carrying the most
+ * traffic for the browser's own queue. Without an entry, `wallMs` (the whole wait) is the sample.
+ */
+function measured(url, t0, wallMs) {
+  const entries = performance.getEntriesByName(url, 'resource');
+  if (entries.length >= TIMING_BUFFER * 0.8 || performance.getEntriesByType('resource').length >= TIMING_BUFFER * 0.8) {
+    performance.clearResourceTimings();
+  }
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const e = entries[i];
+    if (e.startTime < t0 || !(e.requestStart > 0) || !(e.responseEnd >= e.requestStart)) continue;
+    const connect = e.connectEnd > e.connectStart ? e.connectEnd - e.connectStart : 0;
+    sampled.timing++;
+    return e.responseEnd - e.requestStart + connect;
+  }
+  sampled.wall++;
+  return wallMs;
 }
 
 /** The browser's cache mode for a bound request: every binding is a network exchange. */
@@ -277,6 +306,7 @@ function stateMessage() {
     last_error: lastError,
     dirty,
     saved_ms: savedMs,
+    samples_by: { ...sampled },
     config: agent.selector.config,
     urls: agent.urlCount,
     table: agent.table(now),

@@ -140,16 +140,18 @@ export const TOXIPROXY_INSTALLED = join(REPO, 'target', 'tools', 'toxiproxy-serv
 
 /** The Toxiproxy server binary: $TOXIPROXY_BIN, else scripts/install-toxiproxy's. */
 export function toxiproxyBinary() {
+  if (process.env.TOXIPROXY_BIN) return firstExisting('TOXIPROXY_BIN', [process.env.TOXIPROXY_BIN], 'fix the variable');
   return firstExisting(
     'the Toxiproxy server',
-    [process.env.TOXIPROXY_BIN, TOXIPROXY_INSTALLED],
+    [TOXIPROXY_INSTALLED],
     'install it with ./scripts/install-toxiproxy (.ci/run does) or set TOXIPROXY_BIN',
   );
 }
 
 /** Chromium: $CHROMIUM_BIN, else Debian's. */
 export function chromiumBinary() {
-  return firstExisting('Chromium', [process.env.CHROMIUM_BIN, '/usr/bin/chromium'], 'apt-get install chromium (.ci/run does) or set CHROMIUM_BIN');
+  if (process.env.CHROMIUM_BIN) return firstExisting('CHROMIUM_BIN', [process.env.CHROMIUM_BIN], 'fix the variable');
+  return firstExisting('Chromium', ['/usr/bin/chromium'], 'apt-get install chromium (.ci/run does) or set CHROMIUM_BIN');
 }
 
 /** A Toxiproxy server and its HTTP API. */

@@ -64,6 +64,9 @@ pub struct Config {
     pub publish: Vec<String>,
     /// Pre-process HTML pages (replica lists and the agent's registration).
     pub pre_process: bool,
+    /// Processed pages kept, in bytes (a page over a quarter of it is not kept; 0: none).
+    #[serde(deserialize_with = "slipstream_units::de::bytes_usize")]
+    pub page_cache_bytes: usize,
     /// The client agent's Refresh settings (names of `web/agent/select.mjs`'s `DEFAULTS`).
     pub agent: toml::Table,
 }
@@ -86,6 +89,7 @@ impl Default for Config {
             max_replica_bytes: 64 << 20,
             publish: Vec::new(),
             pre_process: true,
+            page_cache_bytes: 16 << 20,
             agent: toml::Table::new(),
         }
     }
@@ -136,6 +140,8 @@ pub struct Cluster {
     pub publish: Vec<Pattern>,
     /// Pre-process pages.
     pub pre_process: bool,
+    /// Processed pages kept, in bytes.
+    pub page_cache_bytes: usize,
     /// The agent's settings, as JSON.
     pub agent: serde_json::Map<String, serde_json::Value>,
 }
@@ -253,6 +259,7 @@ impl Config {
             max_replica_bytes: self.max_replica_bytes,
             publish,
             pre_process: self.pre_process,
+            page_cache_bytes: self.page_cache_bytes,
             agent,
         })
     }

@@ -43,22 +43,183 @@ pub struct Pages {
     cluster: Arc<Cluster>,
     /// The agent's selector configuration, passed to it in every block.
     agent: Arc<serde_json::Map<String, serde_json::Value>>,
+    cache: Arc<PageCache>,
 }
 
 impl Pages {
     /// Pre-processes pages with `cluster`'s directory; `agent` overrides the agent's Refresh
-    /// defaults (`web/agent/select.mjs`'s `DEFAULTS` field names).
-    pub fn new(cluster: Arc<Cluster>, agent: serde_json::Map<String, serde_json::Value>) -> Pages {
+    /// defaults (`web/agent/select.mjs`'s `DEFAULTS` field names). Processed pages are kept in
+    /// a cache of `cache_bytes` (0: none), each under the file's validator and the directory
+    /// version it was made with, so a changed file or directory makes it a miss.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        agent: serde_json::Map<String, serde_json::Value>,
+        cache_bytes: usize,
+    ) -> Pages {
         Pages {
             cluster,
             agent: Arc::new(agent),
+            cache: Arc::new(PageCache::new(cache_bytes)),
         }
+    }
+
+    /// Pages served from the cache and pages processed, since the start.
+    pub fn counts(&self) -> (u64, u64) {
+        let inner = self.cache.inner.lock();
+        (inner.hits, inner.misses)
     }
 }
 
 /// The request path, kept for the body filter (relative URLs resolve against it).
 #[derive(Debug, Clone)]
 struct PagePath(String);
+
+/// What the cache knows of this response: its key, and the processed page if it holds it.
+#[derive(Debug, Clone)]
+struct Cached {
+    key: PageKey,
+    page: Option<Bytes>,
+}
+
+/// A processed page's identity: the path, the file's validator, the directory version.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PageKey {
+    path: String,
+    etag: String,
+    version: u64,
+}
+
+/// Processed pages, bounded in bytes; the oldest entry goes first.
+#[derive(Debug)]
+struct PageCache {
+    capacity: usize,
+    inner: Mutex<PageCacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct PageCacheInner {
+    /// Path → its one processed page (a newer one replaces it) and its insertion serial.
+    pages: std::collections::HashMap<String, (PageKey, Bytes, u64)>,
+    /// Paths by insertion serial, for eviction; a record whose serial is no longer its path's
+    /// is stale (the path was inserted again) and skipped.
+    order: std::collections::VecDeque<(String, u64)>,
+    serial: u64,
+    used: usize,
+    hits: u64,
+    misses: u64,
+}
+
+impl PageCache {
+    fn new(capacity: usize) -> PageCache {
+        PageCache {
+            capacity,
+            inner: Mutex::new(PageCacheInner::default()),
+        }
+    }
+
+    fn get(&self, key: &PageKey) -> Option<Bytes> {
+        let mut inner = self.inner.lock();
+        let found = inner
+            .pages
+            .get(&key.path)
+            .filter(|(k, _, _)| k == key)
+            .map(|(_, page, _)| page.clone());
+        if found.is_some() {
+            inner.hits += 1;
+        } else {
+            inner.misses += 1;
+        }
+        found
+    }
+
+    fn insert(&self, key: PageKey, page: Bytes) {
+        if page.len() > self.capacity / 4 {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        inner.serial += 1;
+        let serial = inner.serial;
+        let path = key.path.clone();
+        inner.used += page.len();
+        if let Some((_, old, _)) = inner.pages.insert(path.clone(), (key, page, serial)) {
+            inner.used -= old.len();
+        }
+        inner.order.push_back((path, serial));
+        while inner.used > self.capacity {
+            let Some((path, then)) = inner.order.pop_front() else {
+                break;
+            };
+            if inner.pages.get(&path).is_some_and(|(_, _, s)| *s == then) {
+                if let Some((_, old, _)) = inner.pages.remove(&path) {
+                    inner.used -= old.len();
+                }
+            }
+        }
+        // Stale records are dropped as they reach the front; bound them all the same.
+        if inner.order.len() > 4 * inner.pages.len() + 64 {
+            let live: Vec<(String, u64)> = inner
+                .order
+                .iter()
+                .filter(|(p, s)| inner.pages.get(p).is_some_and(|(_, _, t)| t == s))
+                .cloned()
+                .collect();
+            inner.order = live.into();
+        }
+    }
+}
+
+/// Replaces a page's body with its processed copy from the cache.
+struct FromCache(Option<Bytes>);
+
+impl BodyFilter for FromCache {
+    fn filter(&mut self, _chunk: Bytes) -> std::io::Result<Bytes> {
+        Ok(self.0.take().unwrap_or_default())
+    }
+    fn finish(&mut self) -> std::io::Result<Bytes> {
+        Ok(self.0.take().unwrap_or_default())
+    }
+}
+
+/// Processes a page and keeps the result for the cache.
+struct Keeping {
+    rewriter: Rewriter,
+    out: Vec<u8>,
+    /// Whether the page outgrew what the cache would take.
+    dropped: bool,
+    key: PageKey,
+    cache: Arc<PageCache>,
+}
+
+impl Keeping {
+    fn keep(&mut self, bytes: &Bytes) {
+        if self.dropped {
+            return;
+        }
+        if self.out.len() + bytes.len() > self.cache.capacity / 4 {
+            self.dropped = true;
+            self.out = Vec::new();
+        } else {
+            self.out.extend_from_slice(bytes);
+        }
+    }
+}
+
+impl BodyFilter for Keeping {
+    fn filter(&mut self, chunk: Bytes) -> std::io::Result<Bytes> {
+        let out = self.rewriter.filter(chunk)?;
+        self.keep(&out);
+        Ok(out)
+    }
+    fn finish(&mut self) -> std::io::Result<Bytes> {
+        let out = self.rewriter.finish()?;
+        self.keep(&out);
+        if !self.dropped {
+            let page = Bytes::from(std::mem::take(&mut self.out));
+            self.cache.insert(self.key.clone(), page);
+        }
+        Ok(out)
+    }
+}
 
 #[async_trait]
 impl Phase for Pages {
@@ -77,10 +238,23 @@ impl Phase for Pages {
         add_cors(&mut res.headers);
         // A pre-processed page is another representation than the file: its validator names
         // the directory version it embeds, so a cached copy is not revalidated by the file's.
-        if ctx.extensions.get::<PagePath>().is_some() && html::is_page(res) {
+        let Some(PagePath(path)) = ctx.extensions.get::<PagePath>().cloned() else {
+            return;
+        };
+        if html::is_page(res) {
+            let version = self.cluster.version();
             if let Some(tag) = res.headers.get(header::ETAG).and_then(|v| v.to_str().ok()) {
                 let opaque = tag.trim_start_matches("W/").trim_matches('"');
-                let tagged = format!("W/\"{opaque}-d{}\"", self.cluster.version());
+                if self.cache.capacity > 0 {
+                    let key = PageKey {
+                        path,
+                        etag: opaque.to_owned(),
+                        version,
+                    };
+                    let page = self.cache.get(&key);
+                    ctx.extensions.insert(Cached { key, page });
+                }
+                let tagged = format!("W/\"{opaque}-d{version}\"");
                 match HeaderValue::from_str(&tagged) {
                     Ok(v) => {
                         res.headers.insert(header::ETAG, v);
@@ -98,6 +272,13 @@ impl Phase for Pages {
         if !html::is_page(res) {
             return None;
         }
+        let cached = ctx.extensions.remove::<Cached>();
+        if let Some(Cached {
+            page: Some(page), ..
+        }) = cached
+        {
+            return Some(Box::new(FromCache(Some(page))));
+        }
         let lists = Arc::new(Lists {
             base: path.clone(),
             cluster: self.cluster.clone(),
@@ -107,7 +288,16 @@ impl Phase for Pages {
         lists.note(&path);
         let handlers: [Arc<dyn HtmlHandler>; 2] = [Arc::new(Head), Arc::new(Urls(lists))];
         match Rewriter::new(&handlers) {
-            Ok(r) => Some(Box::new(r)),
+            Ok(rewriter) => match cached {
+                Some(Cached { key, page: None }) => Some(Box::new(Keeping {
+                    rewriter,
+                    out: Vec::new(),
+                    dropped: false,
+                    key,
+                    cache: self.cache.clone(),
+                })),
+                _ => Some(Box::new(rewriter)),
+            },
             Err(e) => {
                 tracing::error!("page pre-processing: {e}");
                 None
@@ -358,6 +548,46 @@ mod tests {
         ] {
             assert_eq!(same_origin_path(base, raw).as_deref(), want, "{raw}");
         }
+    }
+
+    fn key(path: &str, version: u64) -> PageKey {
+        PageKey {
+            path: path.into(),
+            etag: "e".into(),
+            version,
+        }
+    }
+
+    #[test]
+    fn the_page_cache_is_bounded_and_keys_on_file_and_directory() {
+        let cache = PageCache::new(400);
+        cache.insert(key("/a", 1), Bytes::from(vec![b'a'; 100]));
+        assert!(cache.get(&key("/a", 1)).is_some());
+        // Another directory version or file validator is a miss.
+        assert!(cache.get(&key("/a", 2)).is_none());
+        assert!(cache
+            .get(&PageKey {
+                etag: "f".into(),
+                ..key("/a", 1)
+            })
+            .is_none());
+        // A newer page of a path replaces the older.
+        cache.insert(key("/a", 2), Bytes::from(vec![b'b'; 100]));
+        assert!(cache.get(&key("/a", 1)).is_none());
+        assert_eq!(cache.get(&key("/a", 2)).unwrap()[0], b'b');
+        // Over capacity, the oldest go first; a page over a quarter is not kept.
+        for p in ["/b", "/c", "/d"] {
+            cache.insert(key(p, 2), Bytes::from(vec![b'x'; 100]));
+        }
+        assert!(cache.get(&key("/a", 2)).is_some());
+        cache.insert(key("/e", 2), Bytes::from(vec![b'x'; 100]));
+        assert!(cache.get(&key("/a", 2)).is_none());
+        assert!(cache.get(&key("/e", 2)).is_some());
+        cache.insert(key("/big", 2), Bytes::from(vec![b'x'; 101]));
+        assert!(cache.get(&key("/big", 2)).is_none());
+        let inner = cache.inner.lock();
+        assert_eq!(inner.used, 400);
+        assert_eq!(inner.pages.len(), 4);
     }
 
     #[test]

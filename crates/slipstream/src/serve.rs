@@ -258,7 +258,11 @@ pub async fn start_with(
             .context("joining the cluster")?,
     );
     if cluster.pre_process {
-        origin = origin.phase(Pages::new(member.clone(), cluster.agent.clone()));
+        origin = origin.phase(Pages::new(
+            member.clone(),
+            cluster.agent.clone(),
+            cluster.page_cache_bytes,
+        ));
     }
     let mut node = Node::new(origin.build());
     Api::new(

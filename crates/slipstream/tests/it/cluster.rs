@@ -645,3 +645,113 @@ fn get_binds_to_a_live_replica_and_fails_over_past_a_dead_one() {
     assert!(failovers <= 1, "{stderr}");
     assert_eq!(out.stdout, b"hello, world\n");
 }
+
+/// The replica block of a pre-processed page, as JSON.
+fn block(page: &str) -> Value {
+    let json = page
+        .rsplit("id=\"slipstream-replicas\">")
+        .next()
+        .and_then(|r| r.split("</script>").next())
+        .unwrap_or_else(|| panic!("no replica block in {page}"));
+    serde_json::from_str(json).expect("block JSON")
+}
+
+#[test]
+fn pages_carry_replica_lists_and_follow_the_file_and_the_directory() {
+    let site = support::site();
+    std::fs::write(
+        site.path().join("index.html"),
+        "<html><head><title>t</title></head><body><a href=\"hello.txt\">hi</a>\
+         <img srcset=\"/large.bin 2x, docs/ 1x\"><a href=\"https://elsewhere.test/x\">x</a></body></html>",
+    )
+    .expect("write");
+    let data = tempfile::tempdir().expect("tempdir");
+    let n0 = Member::start(
+        site.path(),
+        data.path(),
+        "n0",
+        None,
+        None,
+        free_udp_port(),
+        &[
+            "--set",
+            "cluster.publish=[\"/*\"]",
+            "--set",
+            "serve.revalidate_ms=0",
+            "--set",
+            "cluster.agent.probe_interval_ms=500",
+        ],
+    );
+    let home = get(n0.addr, "/");
+    assert_eq!(home.status, 200);
+    let page = String::from_utf8(home.body).expect("utf-8");
+    assert!(
+        page.starts_with(
+            "<html><head><script src=\"/_slipstream/agent/register.js\" defer></script><title>"
+        ),
+        "{page}"
+    );
+    // The page's own markup is untouched (JavaScript off still works).
+    assert!(page.contains("<a href=\"hello.txt\">hi</a>"));
+    let b = block(&page);
+    let base = format!("http://{}", n0.addr);
+    assert_eq!(b["v"], 1);
+    assert_eq!(b["config"]["probe_interval_ms"], 500.0);
+    assert_eq!(
+        b["urls"]["/hello.txt"],
+        serde_json::json!([format!("{base}/hello.txt")])
+    );
+    assert_eq!(
+        b["urls"]["/large.bin"],
+        serde_json::json!([format!("{base}/large.bin")])
+    );
+    assert_eq!(
+        b["urls"]["/docs/"],
+        serde_json::json!([format!("{base}/docs/")])
+    );
+    assert!(b["urls"].get("https://elsewhere.test/x").is_none());
+    let etag = home
+        .headers
+        .iter()
+        .find(|(k, _)| k == "etag")
+        .map(|(_, v)| v.clone())
+        .expect("an ETag");
+    assert!(etag.starts_with("W/\"") && etag.contains("-d"), "{etag}");
+    assert_eq!(
+        home.headers
+            .iter()
+            .find(|(k, _)| k == "access-control-allow-origin")
+            .map(|(_, v)| v.as_str()),
+        Some("*")
+    );
+    // Served again (from the processed-page cache): the same bytes.
+    let again = String::from_utf8(get(n0.addr, "/").body).expect("utf-8");
+    assert_eq!(again, page);
+
+    // The directory changes: the next page lists the new replica (the node's exact entry
+    // speaks for it over its own wildcard).
+    let r = n0.put("/hello.txt", b"stored copy");
+    assert_eq!(r.status, 201);
+    let b = block(&String::from_utf8(get(n0.addr, "/").body).expect("utf-8"));
+    assert_eq!(
+        b["urls"]["/hello.txt"],
+        serde_json::json!([format!("{base}/_slipstream/replicas/hello.txt")])
+    );
+    // The file changes: the next page is made from the new file.
+    std::fs::write(
+        site.path().join("index.html"),
+        "<html><head></head><body><a href=\"/space%20name.txt\">s</a>and more</body></html>",
+    )
+    .expect("rewrite");
+    let page = String::from_utf8(get(n0.addr, "/").body).expect("utf-8");
+    assert!(page.contains("and more"), "{page}");
+    let b = block(&page);
+    assert!(b["urls"].get("/hello.txt").is_none(), "{b}");
+    assert_eq!(
+        b["urls"]["/space%20name.txt"],
+        serde_json::json!([format!("{base}/space%20name.txt")])
+    );
+    // Not a page: untouched, no block.
+    let txt = get(n0.addr, "/hello.txt");
+    assert_eq!(txt.body, b"hello, world\n");
+}

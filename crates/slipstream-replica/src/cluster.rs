@@ -80,12 +80,14 @@ pub enum Error {
 }
 
 /// What a node knows of another.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NodeInfo {
     /// Its base URL, once heard.
     pub advertise: Option<String>,
     /// Whether the failure detector holds it alive.
     pub live: bool,
+    /// The requests per second it last reported (placement policy), if it does.
+    pub load: Option<f64>,
 }
 
 /// One node's view of the cluster: the merged directory and the nodes.
@@ -171,6 +173,7 @@ impl Cluster {
             NodeInfo {
                 advertise: settings.advertise.clone(),
                 live: true,
+                load: None,
             },
         );
 
@@ -247,6 +250,38 @@ impl Cluster {
             me.advertise = Some(base);
         }
         view.version += 1;
+    }
+
+    /// Sets one of this node's own gossip keys outside the directory (its load, ...), and
+    /// mirrors what the view keeps of it.
+    pub async fn set_own_key(&self, key: &str, value: &str) {
+        self.handle
+            .with_chitchat(|c| c.self_node_state().set(key, value))
+            .await;
+        if key == crate::placement::LOAD_KEY {
+            if let Some(me) = self.view.write().nodes.get_mut(&self.settings.name) {
+                me.load = value.parse().ok();
+            }
+        }
+    }
+
+    /// The logical URLs of this node's live replicas stored through the replica API.
+    pub fn stored_urls(&self) -> Vec<String> {
+        let Some(base) = self.advertise() else {
+            return Vec::new();
+        };
+        let prefix = crate::api::stored_physical(&base, "");
+        self.store
+            .lock()
+            .own()
+            .entries()
+            .filter_map(|(p, e)| match p {
+                Pattern::Exact(url) if !e.deleted && e.physical.starts_with(&prefix) => {
+                    Some(url.clone())
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// A copy of the node's current view.
@@ -378,7 +413,11 @@ async fn listen(
                 version: state.max_version(),
                 keys: state
                     .key_values()
-                    .filter(|(k, _)| *k == HTTP_KEY || k.starts_with(KEY_PREFIX))
+                    .filter(|(k, _)| {
+                        *k == HTTP_KEY
+                            || *k == crate::placement::LOAD_KEY
+                            || k.starts_with(KEY_PREFIX)
+                    })
                     .map(|(k, v)| (k.to_owned(), v.to_owned()))
                     .collect(),
             })
@@ -439,9 +478,24 @@ impl Merge {
                     let info = view.nodes.entry(name.clone()).or_insert(NodeInfo {
                         advertise: None,
                         live: true,
+                        load: None,
                     });
                     if info.advertise.as_deref() != Some(value) {
                         info.advertise = Some(value.to_owned());
+                        changed = true;
+                    }
+                } else if key == crate::placement::LOAD_KEY {
+                    let load = value
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|l| l.is_finite() && *l >= 0.0);
+                    let info = view.nodes.entry(name.clone()).or_insert(NodeInfo {
+                        advertise: None,
+                        live: true,
+                        load: None,
+                    });
+                    if info.load != load {
+                        info.load = load;
                         changed = true;
                     }
                 } else if key.starts_with(KEY_PREFIX) {
@@ -467,6 +521,7 @@ impl Merge {
                 slot.insert(NodeInfo {
                     advertise: None,
                     live: true,
+                    load: None,
                 });
                 changed = true;
             }

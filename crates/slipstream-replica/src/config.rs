@@ -69,6 +69,40 @@ pub struct Config {
     pub page_cache_bytes: usize,
     /// The client agent's Refresh settings (names of `web/agent/select.mjs`'s `DEFAULTS`).
     pub agent: toml::Table,
+    /// The built-in placement policy (`[cluster.placement]`).
+    pub placement: PlacementConfig,
+}
+
+/// `[cluster.placement]`: copy hot resources to the least-loaded peer, retire cold replicas.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlacementConfig {
+    /// Run the policy (it needs the cluster's `token`, shared by the nodes).
+    pub enabled: bool,
+    /// How often rates are measured and decisions made, in milliseconds.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub interval_ms: u64,
+    /// A resource this node serves at least this often (requests per second) is hot.
+    pub hot_requests_per_s: f64,
+    /// A stored replica requested less often than this is cold.
+    pub cold_requests_per_s: f64,
+    /// Intervals in a row a stored replica must be cold before it is retired.
+    pub cold_intervals: u32,
+    /// A hot resource is copied until it has this many live replicas.
+    pub max_replicas: usize,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig {
+            enabled: false,
+            interval_ms: 10_000,
+            hot_requests_per_s: 50.0,
+            cold_requests_per_s: 1.0,
+            cold_intervals: 6,
+            max_replicas: 3,
+        }
+    }
 }
 
 impl Default for Config {
@@ -91,6 +125,7 @@ impl Default for Config {
             pre_process: true,
             page_cache_bytes: 16 << 20,
             agent: toml::Table::new(),
+            placement: PlacementConfig::default(),
         }
     }
 }
@@ -144,6 +179,8 @@ pub struct Cluster {
     pub page_cache_bytes: usize,
     /// The agent's settings, as JSON.
     pub agent: serde_json::Map<String, serde_json::Value>,
+    /// The placement policy, when enabled.
+    pub placement: Option<crate::placement::Settings>,
 }
 
 impl Config {
@@ -243,7 +280,41 @@ impl Config {
                 .ok_or_else(|| invalid("agent", format!("`{key}` must be a number")))?;
             agent.insert(key.clone(), serde_json::json!(number));
         }
+        let placement = if self.placement.enabled {
+            let p = &self.placement;
+            if token.is_none() {
+                return Err(invalid(
+                    "placement",
+                    "the policy copies through the peers' replica API: set the cluster's `token`",
+                ));
+            }
+            if p.interval_ms == 0 {
+                return Err(invalid("placement.interval_ms", "must be positive"));
+            }
+            if !(p.cold_requests_per_s >= 0.0 && p.hot_requests_per_s > p.cold_requests_per_s) {
+                return Err(invalid(
+                    "placement.hot_requests_per_s",
+                    "must be above cold_requests_per_s, itself at least 0",
+                ));
+            }
+            if p.max_replicas < 2 || p.cold_intervals == 0 {
+                return Err(invalid(
+                    "placement.max_replicas",
+                    "max_replicas is at least 2 and cold_intervals at least 1",
+                ));
+            }
+            Some(crate::placement::Settings {
+                interval: Duration::from_millis(p.interval_ms),
+                hot_per_s: p.hot_requests_per_s,
+                cold_per_s: p.cold_requests_per_s,
+                cold_intervals: p.cold_intervals,
+                max_replicas: p.max_replicas,
+            })
+        } else {
+            None
+        };
         Ok(Cluster {
+            placement,
             settings: crate::cluster::Settings {
                 name,
                 cluster_id: self.cluster_id.clone(),

@@ -375,6 +375,24 @@ impl Directory {
 
     /// [`Directory::resolve`] counting only the nodes `speaks` accepts (the live ones).
     pub fn resolve_among(&self, url: &str, speaks: impl Fn(&str) -> bool) -> Vec<String> {
+        self.hear_all(url, &speaks).1.into_iter().collect()
+    }
+
+    /// The nodes (among those `speaks` accepts) holding a live replica of `url`, sorted.
+    pub fn holders(&self, url: &str, speaks: impl Fn(&str) -> bool) -> Vec<String> {
+        self.hear_all(url, &speaks)
+            .0
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The nodes that speak for `url` and the physical URLs they name.
+    fn hear_all<'a>(
+        &'a self,
+        url: &str,
+        speaks: &impl Fn(&str) -> bool,
+    ) -> (BTreeSet<&'a str>, BTreeSet<String>) {
         // Nodes that have spoken through a more specific pattern.
         let mut spoken: BTreeSet<&str> = BTreeSet::new();
         let mut found = BTreeSet::new();
@@ -384,7 +402,7 @@ impl Directory {
                 url,
                 url.len(),
                 false,
-                &speaks,
+                speaks,
                 &mut spoken,
                 &mut found,
             );
@@ -395,10 +413,10 @@ impl Directory {
             .filter(|&end| url.is_char_boundary(end))
         {
             if let Some(nodes) = self.prefix.get(&url[..end]) {
-                hear(nodes, url, end, true, &speaks, &mut spoken, &mut found);
+                hear(nodes, url, end, true, speaks, &mut spoken, &mut found);
             }
         }
-        found.into_iter().collect()
+        (spoken, found)
     }
 
     /// Every entry held, tombstones included: `(node, pattern, entry)`.

@@ -14,6 +14,8 @@
 //!   gossip.
 //! - `api`: the control endpoints — the replica API (`/_slipstream/replicas/`, bearer token,
 //!   placement hooks, per-resource counters), `resolve` and `directory`.
+//! - `placement`: the built-in placement policy (hot resources copied to the least-loaded
+//!   peer, cold replicas retired) on the API's hooks and counters.
 //! - `page`: the HTML pre-processing phase (replica lists for the client agent, CORS) and the
 //!   agent's files (`/_slipstream/sw.js`, `/_slipstream/agent/`).
 
@@ -22,6 +24,7 @@ pub mod cluster;
 pub mod config;
 pub mod directory;
 pub mod page;
+pub mod placement;
 pub mod store;
 
 pub use cluster::{Cluster, Settings, View};

@@ -11,6 +11,7 @@ use slipstream_node::Node;
 use slipstream_origin::{Config, Origin, Settings};
 use slipstream_replica::api::Api;
 use slipstream_replica::page::Pages;
+use slipstream_replica::placement::{self, Load};
 use slipstream_replica::{config as cluster, Cluster};
 use std::sync::Arc;
 
@@ -264,13 +265,17 @@ pub async fn start_with(
             cluster.page_cache_bytes,
         ));
     }
+    let load = cluster.placement.as_ref().map(|_| Load::default());
+    if let Some(load) = &load {
+        origin = origin.phase(load.clone());
+    }
     let mut node = Node::new(origin.build());
-    Api::new(
+    let api = Api::new(
         member.clone(),
         cluster.token.clone(),
         cluster.max_replica_bytes,
-    )
-    .register(&mut node);
+    );
+    api.register(&mut node);
     let running = node.start(&listen).await?;
     if cluster.settings.advertise.is_none() {
         let bound = running.bound;
@@ -282,6 +287,15 @@ pub async fn start_with(
         .publish_root(&cluster.publish)
         .await
         .context("announcing the `publish` patterns")?;
+    if let (Some(settings), Some(load), Some(token)) = (cluster.placement, load, cluster.token) {
+        tokio::spawn(placement::run(
+            member.clone(),
+            settings,
+            load,
+            api.counters(),
+            token,
+        ));
+    }
     Ok((running, Some(member)))
 }
 

@@ -755,3 +755,106 @@ fn pages_carry_replica_lists_and_follow_the_file_and_the_directory() {
     let txt = get(n0.addr, "/hello.txt");
     assert_eq!(txt.body, b"hello, world\n");
 }
+
+#[test]
+fn placement_copies_a_hot_resource_to_the_least_loaded_peer_and_retires_it_when_cold() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let site = support::site();
+    let data = tempfile::tempdir().expect("tempdir");
+    let policy = [
+        "--set",
+        "cluster.placement.enabled=true",
+        "--set",
+        "cluster.placement.interval_ms=300",
+        "--set",
+        "cluster.placement.hot_requests_per_s=20",
+        "--set",
+        "cluster.placement.cold_requests_per_s=1",
+        "--set",
+        "cluster.placement.cold_intervals=2",
+        "--set",
+        "cluster.placement.max_replicas=2",
+    ];
+    let g0 = free_udp_port();
+    let mut with_publish = policy.to_vec();
+    with_publish.extend(["--set", "cluster.publish=[\"/*\"]"]);
+    let n0 = Member::start(
+        site.path(),
+        data.path(),
+        "n0",
+        None,
+        None,
+        g0,
+        &with_publish,
+    );
+    let n1 = Member::start(
+        site.path(),
+        data.path(),
+        "n1",
+        Some(g0),
+        None,
+        free_udp_port(),
+        &policy,
+    );
+    let n2 = Member::start(
+        site.path(),
+        data.path(),
+        "n2",
+        Some(g0),
+        None,
+        free_udp_port(),
+        &policy,
+    );
+    let stored_on = |m: &Member| format!("http://{}/_slipstream/replicas/hello.txt", m.addr);
+    let replicas = || -> Vec<String> {
+        let r = get(n0.addr, "/_slipstream/resolve?url=/hello.txt");
+        let v: Value = serde_json::from_slice(&r.body).expect("resolve JSON");
+        v["replicas"]
+            .as_array()
+            .expect("replicas")
+            .iter()
+            .map(|u| u.as_str().expect("URL").to_owned())
+            .collect()
+    };
+    // n0 serves /hello.txt hotly; n1 is busy with something else; n2 is idle.
+    let stop = AtomicBool::new(false);
+    let copied = std::thread::scope(|s| {
+        for (addr, path) in [(n0.addr, "/hello.txt"), (n1.addr, "/docs/")] {
+            let stop = &stop;
+            s.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    assert_eq!(get(addr, path).status, 200);
+                }
+            });
+        }
+        let deadline = Instant::now() + CONVERGENCE_BOUND;
+        let found = loop {
+            let now = replicas();
+            if now.len() > 1 || Instant::now() > deadline {
+                break now;
+            }
+            std::thread::yield_now();
+        };
+        stop.store(true, Ordering::Relaxed);
+        found
+    });
+    assert_eq!(
+        copied,
+        [stored_on(&n2), format!("http://{}/hello.txt", n0.addr)],
+        "the hot resource goes to the least-loaded peer, n2"
+    );
+    let r = get(n2.addr, "/_slipstream/replicas/hello.txt");
+    assert_eq!(r.body, b"hello, world\n");
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    // Traffic stops: the copy goes cold and is retired; n0's own replica stays.
+    let deadline = Instant::now() + CONVERGENCE_BOUND;
+    while replicas() != [format!("http://{}/hello.txt", n0.addr)] {
+        assert!(
+            Instant::now() < deadline,
+            "the cold copy was never retired: {:?}",
+            replicas()
+        );
+        std::thread::yield_now();
+    }
+    assert!(!replicas().contains(&stored_on(&n1)));
+}

@@ -858,3 +858,50 @@ fn placement_copies_a_hot_resource_to_the_least_loaded_peer_and_retires_it_when_
     }
     assert!(!replicas().contains(&stored_on(&n1)));
 }
+
+#[test]
+fn a_proxy_follows_the_directory_for_its_origins_and_fails_over_to_them() {
+    let site_a = support::site();
+    let site_b = support::site();
+    std::fs::write(site_b.path().join("only-b.txt"), b"from b\n").expect("write");
+    let data = tempfile::tempdir().expect("tempdir");
+    let g0 = free_udp_port();
+    let publish = ["--set", "cluster.publish=[\"/*\"]"];
+    let mut n0 = Member::start(site_a.path(), data.path(), "n0", None, None, g0, &publish);
+    let n1 = Member::start(
+        site_b.path(),
+        data.path(),
+        "n1",
+        Some(g0),
+        None,
+        free_udp_port(),
+        &publish,
+    );
+    // The proxy is told of n0 only; the directory names n1 too.
+    let proxy = support::start(
+        &[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--origin",
+            &format!("http://{}", n0.addr),
+            "--set",
+            &format!("proxy.origin_directory=http://{}", n0.addr),
+            "--set",
+            "proxy.origin_directory_interval_ms=100",
+        ],
+        "slipstream proxy",
+    );
+    let both = loop {
+        let line = proxy.wait_for_line("origins from the directory:");
+        if line.contains(&n1.addr.to_string()) {
+            break line;
+        }
+    };
+    assert!(both.contains(&n0.addr.to_string()), "{both}");
+    // n0 dies: the proxy goes to n1, which it knows only from the directory.
+    n0.crash();
+    let r = get(proxy.addr, "/only-b.txt");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.body, b"from b\n");
+}

@@ -72,7 +72,9 @@ export function endpointOf(physical) {
 }
 
 /**
- * The replica block, checked: `{config, urls}` with `urls` a list of `[key, [physical...]]`.
+ * The replica block, checked: `{v, config, servers, urls}`, returned as `{config, urls}` with
+ * `urls` a list of `[key, [physical...]]`; a list item in the block is a physical URL, or the
+ * index of a base URL in `servers` that serves the logical URL at the same path.
  * `text` is the block's JSON text or its parsed value; `pageOrigin` is the origin of the page
  * that carried it (keys are resolved against it and must stay on it). Throws a TypeError naming
  * what is wrong; physical URLs that are not absolute http(s) URLs are dropped, not refused, so
@@ -93,13 +95,21 @@ export function parseBlock(text, pageOrigin) {
   if (urls === null || typeof urls !== 'object' || Array.isArray(urls)) {
     throw new TypeError('replica block: urls: not an object');
   }
+  // `servers`, optional: base URLs that list items may name by index, meaning the base
+  // followed by the logical URL (the server holds the replica at the same path).
+  const servers = b.servers ?? [];
+  if (!Array.isArray(servers)) throw new TypeError('replica block: servers: not a list');
   const out = [];
   for (const [rawKey, list] of Object.entries(urls)) {
     if (!Array.isArray(list)) throw new TypeError(`replica block: urls[${rawKey}]: not a list`);
     const keyUrl = new URL(rawKey, pageOrigin);
     if (keyUrl.origin !== new URL(pageOrigin).origin) continue;
     const physical = [];
-    for (const p of list) {
+    for (const item of list) {
+      let p = item;
+      if (Number.isInteger(item) && item >= 0 && item < servers.length && typeof servers[item] === 'string') {
+        p = servers[item] + rawKey;
+      }
       if (typeof p !== 'string') continue;
       let u;
       try {

@@ -27,6 +27,7 @@ import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } fro
 import { join } from 'node:path';
 import { test } from 'node:test';
 
+import { parseBlock } from '../agent/agent.mjs';
 import {
   CHROMIUM_ARGS,
   accessLog,
@@ -231,8 +232,9 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
       const html = await (await fetch(`${at}/index.html`)).text();
       const all = [...html.matchAll(/<script[^>]*id="slipstream-replicas"[^>]*>([\s\S]*?)<\/script>/g)];
       if (all.length === 0) return false;
-      const block = JSON.parse(all[all.length - 1][1]);
-      const imgs = Object.entries(block.urls).filter(([k]) => k.startsWith('/img/'));
+      // Read as the agent reads it (server indexes expanded to physical URLs).
+      const block = parseBlock(all[all.length - 1][1], at);
+      const imgs = block.urls.filter(([k]) => k.startsWith('/img/'));
       return imgs.length === 12 && imgs.every(([, v]) => new Set(v.map((u) => new URL(u).origin)).size === 3 && v.every((u) => want.has(new URL(u).origin)));
     });
   }

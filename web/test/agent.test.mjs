@@ -70,6 +70,21 @@ test('parseBlock keeps same-origin keys and absolute http(s) replicas, bounded',
   ]);
 });
 
+test('parseBlock expands server indexes to the base followed by the logical URL', () => {
+  const b = parseBlock(
+    {
+      v: 1,
+      servers: ['http://r1:8080', 'https://r2', 5],
+      urls: { '/a.png?x=1': [0, 1, 'http://r3/other/a.png', 2, 7, -1, 0.5] },
+    },
+    ORIGIN,
+  );
+  assert.deepEqual(b.urls, [
+    ['/a.png?x=1', ['http://r1:8080/a.png?x=1', 'https://r2/a.png?x=1', 'http://r3/other/a.png']],
+  ]);
+  assert.throws(() => parseBlock({ v: 1, servers: 'x', urls: {} }, ORIGIN), /servers: not a list/);
+});
+
 test('parseBlock refuses a block of another version, shape or configuration', () => {
   assert.throws(() => parseBlock({ v: 2, urls: {} }, ORIGIN), /version/);
   assert.throws(() => parseBlock('[]', ORIGIN), /not an object/);

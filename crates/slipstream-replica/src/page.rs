@@ -6,7 +6,9 @@
 //! script goes first into `<head>`, every `href`, `src` and `srcset` URL of this origin is
 //! looked up in the directory as it passes, and the lists found go at the end of the document
 //! as one JSON block (`<script type="application/json" id="slipstream-replicas">`), where the
-//! agent reads them: `{"v":1,"config":{...},"urls":{"/img/a.png":["http://r1/img/a.png",...]}}`.
+//! agent reads them: `{"v":1,"config":{...},"servers":["http://r1"],"urls":{"/img/a.png":[0,
+//! "http://r2/_slipstream/replicas/img/a.png"]}}` — a number is the index of a server that holds
+//! the replica at the logical URL's own path, a string any other physical URL.
 //! The page's own URLs are untouched, so it works as before with JavaScript off or on a browser
 //! without Service Workers.
 //!
@@ -377,18 +379,47 @@ impl Lists {
 }
 
 impl Lists {
-    /// The JSON block of the lists found.
+    /// The JSON block of the lists found, compact: a replica a server holds at the logical
+    /// URL's own path is written as the index of the server's base URL in `servers`.
     fn block(&self) -> String {
+        let found = self.found.lock();
+        let mut servers: Vec<String> = Vec::new();
+        let mut urls = serde_json::Map::new();
+        for (url, physical) in found.iter() {
+            let list: Vec<serde_json::Value> = physical
+                .iter()
+                .map(
+                    |p| match p.strip_suffix(url.as_str()).filter(|b| is_base(b)) {
+                        Some(base) => {
+                            let i = servers.iter().position(|s| s == base).unwrap_or_else(|| {
+                                servers.push(base.to_owned());
+                                servers.len() - 1
+                            });
+                            serde_json::json!(i)
+                        }
+                        None => serde_json::json!(p),
+                    },
+                )
+                .collect();
+            urls.insert(url.clone(), serde_json::Value::Array(list));
+        }
         let block = serde_json::json!({
             "v": 1,
             "config": *self.agent,
-            "urls": *self.found.lock(),
+            "servers": servers,
+            "urls": urls,
         });
         format!(
             r#"<script type="application/json" id="{BLOCK_ID}">{}</script>"#,
             script_safe(&block.to_string())
         )
     }
+}
+
+/// Whether `s` is a bare `scheme://authority`, with no path.
+fn is_base(s: &str) -> bool {
+    s.split_once("://")
+        .is_some_and(|(scheme, rest)| !scheme.is_empty() && !rest.is_empty() && !rest.contains('/'))
 }
 
 /// JSON that cannot end the `<script>` element it sits in.

@@ -646,14 +646,25 @@ fn get_binds_to_a_live_replica_and_fails_over_past_a_dead_one() {
     assert_eq!(out.stdout, b"hello, world\n");
 }
 
-/// The replica block of a pre-processed page, as JSON.
+/// The replica block of a pre-processed page, as JSON, its server indexes expanded into
+/// physical URLs (the server's base followed by the logical URL).
 fn block(page: &str) -> Value {
     let json = page
         .rsplit("id=\"slipstream-replicas\">")
         .next()
         .and_then(|r| r.split("</script>").next())
         .unwrap_or_else(|| panic!("no replica block in {page}"));
-    serde_json::from_str(json).expect("block JSON")
+    let mut b: Value = serde_json::from_str(json).expect("block JSON");
+    let servers = b["servers"].as_array().expect("servers").clone();
+    for (url, list) in b["urls"].as_object_mut().expect("urls") {
+        for item in list.as_array_mut().expect("a list") {
+            if let Some(i) = item.as_u64() {
+                let base = servers[i as usize].as_str().expect("a base URL");
+                *item = Value::String(format!("{base}{url}"));
+            }
+        }
+    }
+    b
 }
 
 #[test]
@@ -695,6 +706,12 @@ fn pages_carry_replica_lists_and_follow_the_file_and_the_directory() {
     assert!(page.contains("<a href=\"hello.txt\">hi</a>"));
     let b = block(&page);
     let base = format!("http://{}", n0.addr);
+    // Compact: the node is named once, and a URL it serves at its own path by its index.
+    assert!(
+        page.contains(&format!("\"servers\":[\"{base}\"]")),
+        "{page}"
+    );
+    assert!(page.contains("\"/hello.txt\":[0]"), "{page}");
     assert_eq!(b["v"], 1);
     assert_eq!(b["config"]["probe_interval_ms"], 500.0);
     assert_eq!(

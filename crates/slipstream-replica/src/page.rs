@@ -72,9 +72,10 @@ impl Pages {
     }
 }
 
-/// The request path, kept for the body filter (relative URLs resolve against it).
+/// The request path (relative URLs resolve against it) and whether the request was a HEAD
+/// (whose page gets the processed page's validator, but has no body to process).
 #[derive(Debug, Clone)]
-struct PagePath(String);
+struct PagePath(String, bool);
 
 /// What the cache knows of this response: its key, and the processed page if it holds it.
 #[derive(Debug, Clone)]
@@ -180,6 +181,9 @@ impl BodyFilter for FromCache {
     fn finish(&mut self) -> std::io::Result<Bytes> {
         Ok(self.0.take().unwrap_or_default())
     }
+    fn known_len(&self) -> Option<u64> {
+        self.0.as_ref().map(|b| b.len() as u64)
+    }
 }
 
 /// Processes a page and keeps the result for the cache.
@@ -230,8 +234,11 @@ impl Phase for Pages {
         ctx: &mut Ctx,
         req: &mut request::Parts,
     ) -> Option<Response<Body>> {
-        if req.method == Method::GET {
-            ctx.extensions.insert(PagePath(req.uri.path().to_owned()));
+        if req.method == Method::GET || req.method == Method::HEAD {
+            ctx.extensions.insert(PagePath(
+                req.uri.path().to_owned(),
+                req.method == Method::HEAD,
+            ));
         }
         None
     }
@@ -240,14 +247,14 @@ impl Phase for Pages {
         add_cors(&mut res.headers);
         // A pre-processed page is another representation than the file: its validator names
         // the directory version it embeds, so a cached copy is not revalidated by the file's.
-        let Some(PagePath(path)) = ctx.extensions.get::<PagePath>().cloned() else {
+        let Some(PagePath(path, head)) = ctx.extensions.get::<PagePath>().cloned() else {
             return;
         };
         if html::is_page(res) {
             let version = self.cluster.version();
             if let Some(tag) = res.headers.get(header::ETAG).and_then(|v| v.to_str().ok()) {
                 let opaque = tag.trim_start_matches("W/").trim_matches('"');
-                if self.cache.capacity > 0 {
+                if self.cache.capacity > 0 && !head {
                     let key = PageKey {
                         path,
                         etag: opaque.to_owned(),
@@ -270,8 +277,8 @@ impl Phase for Pages {
     }
 
     fn body_filter(&self, ctx: &mut Ctx, res: &response::Parts) -> Option<Box<dyn BodyFilter>> {
-        let PagePath(path) = ctx.extensions.get::<PagePath>()?.clone();
-        if !html::is_page(res) {
+        let PagePath(path, head) = ctx.extensions.get::<PagePath>()?.clone();
+        if head || !html::is_page(res) {
             return None;
         }
         let cached = ctx.extensions.remove::<Cached>();

@@ -741,9 +741,17 @@ fn pages_carry_replica_lists_and_follow_the_file_and_the_directory() {
             .map(|(_, v)| v.as_str()),
         Some("*")
     );
-    // Served again (from the processed-page cache): the same bytes.
-    let again = String::from_utf8(get(n0.addr, "/").body).expect("utf-8");
-    assert_eq!(again, page);
+    // Served again (from the processed-page cache): the same bytes, with their length.
+    let again = get(n0.addr, "/");
+    assert_eq!(
+        again.header("content-length"),
+        Some(again.body.len().to_string().as_str())
+    );
+    assert_eq!(String::from_utf8(again.body).expect("utf-8"), page);
+    // HEAD names the same representation.
+    let head = support::request(n0.addr, "HEAD", "/", &[]);
+    assert_eq!(head.header("etag"), Some(etag.as_str()));
+    assert!(head.body.is_empty());
 
     // The directory changes: the next page lists the new replica (the node's exact entry
     // speaks for it over its own wildcard).

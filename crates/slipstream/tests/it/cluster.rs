@@ -841,17 +841,33 @@ fn placement_copies_a_hot_resource_to_the_least_loaded_peer_and_retires_it_when_
             .map(|u| u.as_str().expect("URL").to_owned())
             .collect()
     };
-    // n0 serves /hello.txt hotly; n1 is busy with something else; n2 is idle.
+    // n1 is busy with something else; n2 is idle. Once n0 has heard both loads, n0 serves
+    // /hello.txt hotly.
     let stop = AtomicBool::new(false);
     let copied = std::thread::scope(|s| {
-        for (addr, path) in [(n0.addr, "/hello.txt"), (n1.addr, "/docs/")] {
+        let hammer = |addr: SocketAddr, path: &'static str| {
             let stop = &stop;
             s.spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     assert_eq!(get(addr, path).status, 200);
                 }
             });
+        };
+        hammer(n1.addr, "/docs/");
+        let deadline = Instant::now() + CONVERGENCE_BOUND;
+        loop {
+            let nodes = &n0.directory()["nodes"];
+            let (l1, l2) = (nodes["n1"]["load"].as_f64(), nodes["n2"]["load"].as_f64());
+            if matches!((l1, l2), (Some(busy), Some(idle)) if busy > idle) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "n0 never heard the loads: {nodes}"
+            );
+            std::thread::yield_now();
         }
+        hammer(n0.addr, "/hello.txt");
         let deadline = Instant::now() + CONVERGENCE_BOUND;
         let found = loop {
             let now = replicas();
@@ -863,9 +879,10 @@ fn placement_copies_a_hot_resource_to_the_least_loaded_peer_and_retires_it_when_
         stop.store(true, Ordering::Relaxed);
         found
     });
+    let mut want = vec![stored_on(&n2), format!("http://{}/hello.txt", n0.addr)];
+    want.sort();
     assert_eq!(
-        copied,
-        [stored_on(&n2), format!("http://{}/hello.txt", n0.addr)],
+        copied, want,
         "the hot resource goes to the least-loaded peer, n2"
     );
     let r = get(n2.addr, "/_slipstream/replicas/hello.txt");

@@ -18,6 +18,11 @@ pub trait BodyFilter: Send + 'static {
     fn filter(&mut self, chunk: Bytes) -> std::io::Result<Bytes>;
     /// The output after the last chunk.
     fn finish(&mut self) -> std::io::Result<Bytes>;
+    /// The exact length of the whole output, when the filter knows it before it starts (it
+    /// replaces the body with bytes it holds): the response keeps a `Content-Length`.
+    fn known_len(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// `body` passed through `filters` in order.

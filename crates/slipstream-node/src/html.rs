@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 
 use crate::body::BodyFilter;
 
+pub use lol_html::html_content::ContentType;
 pub use lol_html::send::Element;
 pub use lol_html::HandlerResult;
 
@@ -20,6 +21,12 @@ pub trait HtmlHandler: Send + Sync + std::fmt::Debug + 'static {
     fn selector(&self) -> &str;
     /// Changes one matching element.
     fn element(&self, el: &mut Element<'_, '_>) -> HandlerResult;
+
+    /// HTML to append at the end of the document, asked once the whole page went through
+    /// `element` (so it may carry what the handler collected).
+    fn end(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Whether a response is an HTML page a rewriter may change: 200 with an HTML content type.
@@ -80,9 +87,20 @@ impl Rewriter {
             ));
         }
         let out = Arc::new(Mutex::new(Vec::new()));
+        let enders: Vec<Arc<dyn HtmlHandler>> = handlers.to_vec();
+        let document_content_handlers = vec![lol_html::send::DocumentContentHandlers::default()
+            .end(move |end: &mut lol_html::html_content::DocumentEnd<'_>| {
+                for h in &enders {
+                    if let Some(html) = h.end() {
+                        end.append(&html, lol_html::html_content::ContentType::Html);
+                    }
+                }
+                Ok(())
+            })];
         let rewriter = HtmlRewriter::new(
             Settings {
                 element_content_handlers,
+                document_content_handlers,
                 ..Settings::new_send()
             },
             Sink(out.clone()),

@@ -175,7 +175,8 @@ impl Phases {
     }
 
     /// Runs the response filters, then the body filters, then logging, on the response for the
-    /// client. A response whose body is filtered loses `Content-Length`.
+    /// client. A response whose body is filtered loses `Content-Length`, unless the last filter
+    /// knows the length of what it puts out ([`BodyFilter::known_len`]).
     pub fn respond(&self, ctx: &mut Ctx, response: Response<Body>) -> Response<Body> {
         if self.is_empty() {
             return response;
@@ -192,7 +193,17 @@ impl Phases {
         let body = if filters.is_empty() {
             body
         } else {
-            parts.headers.remove(http::header::CONTENT_LENGTH);
+            match filters.iter().map(|f| f.known_len()).next_back().flatten() {
+                // The last filter replaces the body with bytes of a known length.
+                Some(len) => {
+                    parts
+                        .headers
+                        .insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
+                }
+                None => {
+                    parts.headers.remove(http::header::CONTENT_LENGTH);
+                }
+            }
             crate::body::filtered(body, filters)
         };
         for p in &self.0 {

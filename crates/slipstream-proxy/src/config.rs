@@ -49,6 +49,14 @@ pub struct Config {
     /// The same for the parent proxies.
     #[serde(deserialize_with = "slipstream_node::config::checked::<SelectPolicy, _>")]
     pub parent_policy: String,
+    /// A Web++ cluster member (`http://host:port`) whose directory names the origin servers:
+    /// the proxy asks it every `origin_directory_interval_ms` for the replicas of `/` (the
+    /// servers publishing the whole site), and the origin set follows, `origin` being the set
+    /// until the first answer and the site's name in cache keys throughout.
+    pub origin_directory: Option<String>,
+    /// How often the origin directory is asked, in milliseconds.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub origin_directory_interval_ms: u64,
     /// How long a failed parent or origin is skipped, in milliseconds (or `"5s"`).
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub parent_retry_ms: u64,
@@ -236,6 +244,8 @@ impl Default for Config {
             parents: Vec::new(),
             origin_policy: "failover".into(),
             parent_policy: "failover".into(),
+            origin_directory: None,
+            origin_directory_interval_ms: 2_000,
             parent_retry_ms: 5_000,
             name: "slipstream".into(),
             store_set_cookie: false,
@@ -327,6 +337,8 @@ pub struct Settings {
     pub parent_retry: Duration,
     /// How origins are chosen.
     pub origin_policy: SelectPolicy,
+    /// The cluster member whose directory names the origins, and how often it is asked.
+    pub origin_directory: Option<(http::Uri, Duration)>,
     /// How parents are chosen.
     pub parent_policy: SelectPolicy,
     /// Name in Via and Cache-Status.
@@ -459,6 +471,39 @@ impl Config {
         }
         let origins: Vec<http::uri::Authority> = schemed.into_iter().map(|(_, a)| a).collect();
         let origin = origins.first().cloned();
+        let origin_directory = match &self.origin_directory {
+            None => None,
+            Some(_) if origin.is_none() => {
+                return Err(ConfigError::Invalid {
+                    field: "origin_directory",
+                    reason: "a reverse proxy's: give `origin` too (the site's name, and the \
+                             origins until the directory answers)"
+                        .into(),
+                })
+            }
+            Some(base) => {
+                let uri: http::Uri = base
+                    .parse()
+                    .ok()
+                    .filter(|u: &http::Uri| {
+                        u.scheme_str() == Some("http") && u.authority().is_some()
+                    })
+                    .ok_or_else(|| ConfigError::Invalid {
+                        field: "origin_directory",
+                        reason: format!("`{base}` is not a cluster member's http:// base URL"),
+                    })?;
+                if self.origin_directory_interval_ms == 0 {
+                    return Err(ConfigError::Invalid {
+                        field: "origin_directory_interval_ms",
+                        reason: "must be positive".into(),
+                    });
+                }
+                Some((
+                    uri,
+                    Duration::from_millis(self.origin_directory_interval_ms),
+                ))
+            }
+        };
         let ca_certs = match &self.ca_file {
             Some(path) => certificates(path)?,
             None => Vec::new(),
@@ -532,6 +577,7 @@ impl Config {
             https_parents,
             parent_retry: Duration::from_millis(self.parent_retry_ms),
             origin_policy,
+            origin_directory,
             parent_policy,
             name: self.name.clone(),
             store_set_cookie: self.store_set_cookie,

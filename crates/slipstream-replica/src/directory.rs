@@ -301,6 +301,11 @@ impl Own {
         self.entries.insert(pattern, entry);
     }
 
+    /// This node's entry for `pattern`, a tombstone included.
+    pub fn get(&self, pattern: &Pattern) -> Option<&Entry> {
+        self.entries.get(pattern)
+    }
+
     /// This node's entries, tombstones included.
     pub fn entries(&self) -> impl Iterator<Item = (&Pattern, &Entry)> {
         self.entries.iter()
@@ -365,11 +370,42 @@ impl Directory {
     /// The physical URLs of `url`'s live replicas, sorted and without duplicates (see the
     /// type's documentation for which entries speak).
     pub fn resolve(&self, url: &str) -> Vec<String> {
+        self.resolve_among(url, |_| true)
+    }
+
+    /// [`Directory::resolve`] counting only the nodes `speaks` accepts (the live ones).
+    pub fn resolve_among(&self, url: &str, speaks: impl Fn(&str) -> bool) -> Vec<String> {
+        self.hear_all(url, &speaks).1.into_iter().collect()
+    }
+
+    /// The nodes (among those `speaks` accepts) holding a live replica of `url`, sorted.
+    pub fn holders(&self, url: &str, speaks: impl Fn(&str) -> bool) -> Vec<String> {
+        self.hear_all(url, &speaks)
+            .0
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The nodes that speak for `url` and the physical URLs they name.
+    fn hear_all<'a>(
+        &'a self,
+        url: &str,
+        speaks: &impl Fn(&str) -> bool,
+    ) -> (BTreeSet<&'a str>, BTreeSet<String>) {
         // Nodes that have spoken through a more specific pattern.
         let mut spoken: BTreeSet<&str> = BTreeSet::new();
         let mut found = BTreeSet::new();
         if let Some(nodes) = self.exact.get(url) {
-            hear(nodes, url, url.len(), false, &mut spoken, &mut found);
+            hear(
+                nodes,
+                url,
+                url.len(),
+                false,
+                speaks,
+                &mut spoken,
+                &mut found,
+            );
         }
         // Longest prefix first; at most `url.len() + 1` lookups, the URL bounded by the caller.
         for end in (0..=url.len())
@@ -377,10 +413,10 @@ impl Directory {
             .filter(|&end| url.is_char_boundary(end))
         {
             if let Some(nodes) = self.prefix.get(&url[..end]) {
-                hear(nodes, url, end, true, &mut spoken, &mut found);
+                hear(nodes, url, end, true, speaks, &mut spoken, &mut found);
             }
         }
-        found.into_iter().collect()
+        (spoken, found)
     }
 
     /// Every entry held, tombstones included: `(node, pattern, entry)`.
@@ -405,11 +441,12 @@ fn hear<'a>(
     url: &str,
     pattern_len: usize,
     wildcard: bool,
+    speaks: &impl Fn(&str) -> bool,
     spoken: &mut BTreeSet<&'a str>,
     found: &mut BTreeSet<String>,
 ) {
     for (node, entry) in nodes {
-        if spoken.contains(node.as_str()) {
+        if spoken.contains(node.as_str()) || !speaks(node) {
             continue;
         }
         if let Some(physical) = entry.physical_for(pattern_len, wildcard, url) {

@@ -1,19 +1,32 @@
-//! Web++'s replication directory (paper 001, §3.1 and §5.2): which servers of one administrative
-//! domain hold a replica of which logical URL, and where.
+//! Web++'s replication (paper 001, §3.1, §3.3 and §5): which servers of one administrative
+//! domain hold a replica of which logical URL, carried between them by gossip, and what a node
+//! serves of it.
 //!
 //! - `directory`: the data model without I/O — logical URL patterns with wildcard suffixes
 //!   (`/img/*`), each node's own entries (`Own`, the node their only writer), the merged view
 //!   of all nodes' entries (`Directory`, a CRDT: a per-`(node, pattern)` maximum over versions,
 //!   deletes as tombstones) with `Directory::resolve`, and the `replica:<pattern>` gossip keys
-//!   and compact values a gossip engine (chitchat) carries, parsed with clear errors.
+//!   and compact values, parsed with clear errors.
 //! - `store`: the node's own entries and replica bodies in redb, each write one durable
 //!   transaction, so a restart loses nothing acknowledged.
-//!
-//! Carrying the entries between nodes (chitchat) is the layer above; it feeds each update it
-//! receives to `Directory::apply_gossip` and publishes `Own::gossip`.
+//! - `cluster`: the node's membership: chitchat carries every node's entries, each node merges
+//!   what it hears into its `View` (directory + live nodes); writes go to the store, then to
+//!   gossip.
+//! - `api`: the control endpoints — the replica API (`/_slipstream/replicas/`, bearer token,
+//!   placement hooks, per-resource counters), `resolve` and `directory`.
+//! - `placement`: the built-in placement policy (hot resources copied to the least-loaded
+//!   peer, cold replicas retired) on the API's hooks and counters.
+//! - `page`: the HTML pre-processing phase (replica lists for the client agent, CORS) and the
+//!   agent's files (`/_slipstream/sw.js`, `/_slipstream/agent/`).
 
+pub mod api;
+pub mod cluster;
+pub mod config;
 pub mod directory;
+pub mod page;
+pub mod placement;
 pub mod store;
 
+pub use cluster::{Cluster, Settings, View};
 pub use directory::{Directory, Entry, Own, ParseError, Pattern, UrlError};
-pub use store::Store;
+pub use store::{Content, Store};

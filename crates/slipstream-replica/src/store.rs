@@ -13,12 +13,40 @@ use crate::directory::{Entry, Own, ParseError, Pattern};
 
 /// Own entries: pattern text → encoded `Entry` (the gossip value).
 const ENTRIES: TableDefinition<&str, &str> = TableDefinition::new("entries");
-/// Replica bodies: logical URL → bytes.
-const BODIES: TableDefinition<&str, &[u8]> = TableDefinition::new("bodies");
+/// Replica bodies: logical URL → (content type, bytes).
+const BODIES: TableDefinition<&str, (&str, &[u8])> = TableDefinition::new("bodies");
+
+/// A replica's content: its media type and bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Content {
+    /// The `Content-Type` it is served with.
+    pub content_type: String,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+}
+
+impl Content {
+    /// Content of type `content_type`.
+    pub fn new(content_type: impl Into<String>, bytes: impl Into<Vec<u8>>) -> Content {
+        Content {
+            content_type: content_type.into(),
+            bytes: bytes.into(),
+        }
+    }
+}
 
 /// Why a store operation failed. Nothing of a failed write was applied; retrying is safe.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The store's directory could not be created (internal).
+    #[error("replica store: cannot create {}: {source}", .path.display())]
+    Io {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The database could not be opened, read or written (internal: disk, permissions, a
     /// database held by another process).
     #[error("replica store: {0}")]
@@ -91,7 +119,7 @@ impl Store {
         &mut self,
         pattern: &Pattern,
         physical: &str,
-        body: Option<&[u8]>,
+        body: Option<&Content>,
     ) -> Result<Entry, Error> {
         let entry = self
             .own
@@ -105,7 +133,12 @@ impl Store {
                 .map_err(db_err)?;
             if let (Some(body), Pattern::Exact(url)) = (body, pattern) {
                 let mut bodies = txn.open_table(BODIES).map_err(db_err)?;
-                bodies.insert(url.as_str(), body).map_err(db_err)?;
+                bodies
+                    .insert(
+                        url.as_str(),
+                        (body.content_type.as_str(), body.bytes.as_slice()),
+                    )
+                    .map_err(db_err)?;
             }
         }
         txn.commit().map_err(db_err)?;
@@ -157,20 +190,23 @@ impl Store {
 
     /// Stores a replica body under a logical URL (one covered by a wildcard entry, or an
     /// update of an exact entry's content), in one transaction.
-    pub fn put_body(&self, url: &str, body: &[u8]) -> Result<(), Error> {
+    pub fn put_body(&self, url: &str, body: &Content) -> Result<(), Error> {
         let txn = self.db.begin_write().map_err(db_err)?;
         txn.open_table(BODIES)
             .map_err(db_err)?
-            .insert(url, body)
+            .insert(url, (body.content_type.as_str(), body.bytes.as_slice()))
             .map_err(db_err)?;
         txn.commit().map_err(db_err)
     }
 
     /// The body stored under a logical URL.
-    pub fn body(&self, url: &str) -> Result<Option<Vec<u8>>, Error> {
+    pub fn body(&self, url: &str) -> Result<Option<Content>, Error> {
         let txn = self.db.begin_read().map_err(db_err)?;
         let table = txn.open_table(BODIES).map_err(db_err)?;
-        Ok(table.get(url).map_err(db_err)?.map(|v| v.value().to_vec()))
+        Ok(table.get(url).map_err(db_err)?.map(|v| {
+            let (content_type, bytes) = v.value();
+            Content::new(content_type, bytes)
+        }))
     }
 }
 

@@ -2,8 +2,10 @@
 //!
 //! Today that is a caching hierarchy (paper 003's Figure 1): a child proxy, the entry point, in
 //! front of two parent proxies (fail-over order) in front of the origin server with its memory
-//! cache (paper 002). The child keeps objects up to 1 MiB, the parents the rest. Later issues add
-//! replicas and prefetching.
+//! cache (paper 002). The child keeps objects up to 1 MiB, the parents the rest. The origin is one
+//! of three servers of the site that form a Web++ cluster (paper 001): each serves the site as
+//! a replica of the whole, their pages carry the replica lists, and the browser agent binds each
+//! resource to the fastest. Prefetching comes later.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -68,10 +70,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.cache_control = Some("max-age=60".into());
     let settings = config.validate()?;
     let shown = dir.clone();
+    let data = std::env::temp_dir().join(format!("slipstream-demo-{}-data", std::process::id()));
+    let data_dir = data.clone();
     let result = crate::serve::runtime(0)?.block_on(async move {
-        // Kept until the demo ends: dropping it would stop the origin.
-        let origin_node = crate::serve::start(settings).await?;
-        let origin = origin_node.bound;
+        // Three servers of the site in one cluster; the first is the hierarchy's origin. Kept
+        // until the demo ends: dropping them would stop them.
+        let mut replicas = Vec::new();
+        let mut seed = None;
+        for name in ["origin", "replica-b", "replica-c"] {
+            let gossip = free_udp_port()?;
+            let table = slipstream_replica::config::Config {
+                name: Some(name.into()),
+                gossip_listen: ([127, 0, 0, 1], gossip).into(),
+                seeds: seed
+                    .iter()
+                    .map(|p: &u16| format!("127.0.0.1:{p}"))
+                    .collect(),
+                data_dir: data_dir.join(name),
+                gossip_interval_ms: 200,
+                publish: vec!["/*".into()],
+                agent: toml::toml! { probe_interval_ms = 5000 },
+                ..Default::default()
+            };
+            let cluster = table.validate(settings.listen, name)?;
+            let mut node = settings.clone();
+            node.name = name.into();
+            let (running, member) = crate::serve::start_with(node, None, Some(cluster)).await?;
+            seed.get_or_insert(gossip);
+            replicas.push((name, running, member));
+        }
+        let origin = replicas[0].1.bound;
         let mut parents = Vec::new();
         for name in ["parent-a", "parent-b"] {
             let config = slipstream_proxy::Config {
@@ -133,7 +161,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for (name, p) in ["parent-a", "parent-b"].iter().zip(&parents) {
             println!("  {name}: http://{p}/_slipstream/status");
         }
-        println!("  origin:  http://{}/_slipstream/status", origin.addr);
+        for (name, running, _) in &replicas {
+            println!(
+                "  {name:<9} http://{}/_slipstream/status",
+                running.bound.addr
+            );
+        }
+        println!(
+            "  Web++:   http://{0}/ (three replicas of the site; the agent's latency table: \
+             http://{0}/_slipstream/agent/table.html)",
+            origin.addr
+        );
         println!("  files:   {}", shown.display());
         println!("  try:     curl -sI {base}/assets/large.bin | grep -i cache-status");
         println!(
@@ -146,5 +184,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.site_dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
+    let _ = std::fs::remove_dir_all(&data);
     result
+}
+
+/// A UDP port free on loopback now (for a gossip listener).
+fn free_udp_port() -> anyhow::Result<u16> {
+    Ok(std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .context("finding a free UDP port for gossip")?
+        .port())
 }

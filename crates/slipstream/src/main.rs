@@ -6,6 +6,7 @@ mod cachesim_cmd;
 mod check_cmd;
 mod demo;
 mod experiment_cmd;
+mod get_cmd;
 mod proxy_cmd;
 mod reload_cmd;
 mod serve;
@@ -44,6 +45,8 @@ enum Command {
     CheckConfig(check_cmd::Args),
     /// Check a node's config file, then ask the running node to reload it (SIGHUP).
     Reload(reload_cmd::Args),
+    /// Fetch a URL from its fastest live replica, failing over (Web++'s client, paper 001).
+    Get(get_cmd::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -68,6 +71,7 @@ fn main() -> std::process::ExitCode {
         Command::Experiment(args) => experiment_cmd::run(args),
         Command::CheckConfig(args) => check_cmd::run(args),
         Command::Reload(args) => reload_cmd::run(args),
+        Command::Get(args) => get_cmd::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

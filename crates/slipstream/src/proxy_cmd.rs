@@ -115,7 +115,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let log = crate::serve::access_log(&settings.access_log)?;
         // Written once SIGHUP is handled, so that `reload` cannot kill a starting node.
         let _pid = crate::serve::PidFile::create(settings.pid_file.clone())?;
+        let directory = settings.origin_directory.clone();
         let (running, proxy) = start_with(settings, log.clone()).await?;
+        if let Some((base, every)) = directory {
+            println!("origins: following the directory of {base}");
+            tokio::spawn(follow_directory(proxy.clone(), base, every));
+        }
         loop {
             match signals.next().await {
                 Asked::Stop => break,
@@ -214,4 +219,77 @@ pub async fn spawn(settings: slipstream_proxy::Settings) -> anyhow::Result<Socke
         .await
         .map_err(anyhow::Error::from)?;
     Ok(bound.addr)
+}
+
+/// Keeps the proxy's origins those the directory of a Web++ cluster member names for `/` (the
+/// servers publishing the whole site, `publish = ["/*"]`), asking every `every`. An error or an
+/// empty answer leaves the origins as they are.
+async fn follow_directory(proxy: Proxy, base: http::Uri, every: std::time::Duration) {
+    use http_body_util::{BodyExt, Empty};
+    let client: hyper_util::client::legacy::Client<_, Empty<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let uri: http::Uri = match format!(
+        "{}/_slipstream/resolve?url=/",
+        base.to_string().trim_end_matches('/')
+    )
+    .parse()
+    {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::error!("origin directory: {e}");
+            return;
+        }
+    };
+    let scheme = proxy.settings().origin_scheme.clone();
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut current: Vec<http::uri::Authority> = proxy.settings().origins.clone();
+    loop {
+        ticker.tick().await;
+        let answer = async {
+            let res = client.get(uri.clone()).await.map_err(|e| e.to_string())?;
+            if !res.status().is_success() {
+                return Err(format!("answered {}", res.status()));
+            }
+            let bytes = res
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| e.to_string())?
+                .to_bytes();
+            let v: serde_json::Value =
+                serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))?;
+            let list = v["replicas"].as_array().ok_or("no `replicas` list")?;
+            Ok::<_, String>(origins_of(list, &scheme))
+        }
+        .await;
+        match answer {
+            Err(e) => tracing::warn!("origin directory {uri}: {e}; the origins stay as they are"),
+            Ok(found) if found.is_empty() => {
+                tracing::warn!("origin directory {uri}: no live server publishes `/`; the origins stay as they are")
+            }
+            Ok(found) if found != current => {
+                let shown: Vec<String> = found.iter().map(|a| format!("{scheme}://{a}")).collect();
+                println!("origins from the directory: {}", shown.join(", "));
+                proxy.set_origins(&found);
+                current = found;
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
+/// The servers among a resolution of `/`: physical URLs of this scheme whose path is `/` (a
+/// server's document root; a stored replica of `/` alone is not a whole site), sorted.
+fn origins_of(list: &[serde_json::Value], scheme: &http::uri::Scheme) -> Vec<http::uri::Authority> {
+    let mut found: Vec<http::uri::Authority> = list
+        .iter()
+        .filter_map(|v| v.as_str()?.parse::<http::Uri>().ok())
+        .filter(|u| u.scheme() == Some(scheme) && u.path() == "/")
+        .filter_map(|u| u.authority().cloned())
+        .collect();
+    found.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    found.dedup();
+    found
 }

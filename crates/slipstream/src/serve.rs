@@ -9,6 +9,11 @@ use slipstream_node::bootstrap::{self, Asked, Running, Signals};
 use slipstream_node::config::{self, ConfigFile, Override, Overrides};
 use slipstream_node::Node;
 use slipstream_origin::{Config, Origin, Settings};
+use slipstream_replica::api::Api;
+use slipstream_replica::page::Pages;
+use slipstream_replica::placement::{self, Load};
+use slipstream_replica::{config as cluster, Cluster};
+use std::sync::Arc;
 
 /// Flags override the config file: each named flag sets one field of `[serve]`, and `--set`
 /// sets any field.
@@ -50,6 +55,10 @@ pub struct Args {
     /// Cache-Control to send with every file, e.g. "max-age=60".
     #[arg(long)]
     pub cache_control: Option<String>,
+    /// Join a cluster through this member's gossip address (repeatable; sets `cluster.seeds`
+    /// and joins; the rest of `[cluster]` comes from the file or `--set cluster.FIELD=...`).
+    #[arg(long = "cluster-seed", value_name = "HOST:PORT")]
+    pub cluster_seed: Vec<String>,
     /// Set any field of the config, e.g. `--set serve.cache.policy=lru` or
     /// `--set serve.idle_timeout_ms=30s` (repeatable; applied after the named flags).
     #[arg(long = "set", value_name = "TABLE.FIELD=VALUE", value_parser = config::parse_override)]
@@ -85,6 +94,17 @@ impl Args {
             .set_opt("serve.tls_key", self.tls_key.as_deref().map(path))
             .set_opt("serve.workers", self.workers.and_then(int))
             .set_opt("serve.cache_control", self.cache_control.clone())
+            .set_opt(
+                "cluster.seeds",
+                (!self.cluster_seed.is_empty()).then(|| {
+                    toml::Value::Array(
+                        self.cluster_seed
+                            .iter()
+                            .map(|s| toml::Value::String(s.clone()))
+                            .collect(),
+                    )
+                }),
+            )
             .extend(self.set.iter().cloned());
         o
     }
@@ -94,10 +114,25 @@ impl Args {
         let file = ConfigFile::load_opt(self.config.as_deref())?;
         Ok(file.section("serve", &self.overrides())?)
     }
+
+    /// The `[cluster]` table with the flags applied, validated, when the node joins one (the
+    /// file has the table, or a flag asks for it, and `enabled` does not say no).
+    pub fn cluster(&self, serve: &Settings) -> anyhow::Result<Option<cluster::Cluster>> {
+        let file = ConfigFile::load_opt(self.config.as_deref())?;
+        let table: cluster::Config = file.section("cluster", &self.overrides())?;
+        let asked = file.tables().contains(&"cluster")
+            || !self.cluster_seed.is_empty()
+            || self.set.iter().any(|o| o.key.starts_with("cluster."));
+        if !table.joins(asked) {
+            return Ok(None);
+        }
+        Ok(Some(table.validate(serve.listen, &serve.name)?))
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let settings = args.config()?.validate()?;
+    let cluster = args.cluster(&settings)?;
     let args = &args;
     runtime(settings.workers)?.block_on(async move {
         let root = settings.root.clone();
@@ -106,10 +141,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let log = access_log(&settings.access_log)?;
         // Written once SIGHUP is handled, so that `reload` cannot kill a starting node.
         let _pid = PidFile::create(settings.pid_file.clone())?;
-        let server = start_with(settings, log.clone()).await?;
+        let (server, member) = start_with(settings, log.clone(), cluster).await?;
         let (scheme, addr) = (server.bound.scheme(), server.bound.addr);
         println!("slipstream serve: {} on {scheme}://{addr}/", root.display());
         println!("status: {scheme}://{addr}/_slipstream/status");
+        if let Some(member) = &member {
+            let s = member.settings();
+            println!(
+                "cluster: node {} (gossip {}, advertised as {}), directory: {scheme}://{addr}/_slipstream/directory",
+                s.name,
+                s.gossip_listen,
+                member.advertise().unwrap_or_default()
+            );
+        }
         loop {
             match signals.next().await {
                 Asked::Stop => break,
@@ -128,6 +172,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     Err(e) => println!("reload refused, running on unchanged: {e:#}"),
                 },
             }
+        }
+        if let Some(member) = &member {
+            member.leave();
         }
         stop(server, drain).await;
         Ok(())
@@ -190,22 +237,66 @@ pub fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     bootstrap::runtime(workers).context("starting the async runtime")
 }
 
-/// Binds and starts serving in the background of the current runtime.
-pub async fn start(settings: Settings) -> anyhow::Result<Running> {
-    start_with(settings, None).await
-}
-
-/// [`start`], with an access log.
-async fn start_with(settings: Settings, log: Option<AccessLog>) -> anyhow::Result<Running> {
+/// Binds and starts serving in the background of the current runtime, with an access log, as a
+/// member of a cluster.
+pub async fn start_with(
+    settings: Settings,
+    log: Option<AccessLog>,
+    cluster: Option<cluster::Cluster>,
+) -> anyhow::Result<(Running, Option<Arc<Cluster>>)> {
     let listen = settings.listen();
     let mut origin = Origin::builder(settings);
     if let Some(log) = log {
         origin = origin.phase(log);
     }
-    Node::new(origin.build())
-        .start(&listen)
+    let Some(cluster) = cluster else {
+        let running = Node::new(origin.build()).start(&listen).await?;
+        return Ok((running, None));
+    };
+    let member = Arc::new(
+        Cluster::join(cluster.settings.clone())
+            .await
+            .context("joining the cluster")?,
+    );
+    if cluster.pre_process {
+        origin = origin.phase(Pages::new(
+            member.clone(),
+            cluster.agent.clone(),
+            cluster.page_cache_bytes,
+        ));
+    }
+    let load = cluster.placement.as_ref().map(|_| Load::default());
+    if let Some(load) = &load {
+        origin = origin.phase(load.clone());
+    }
+    let mut node = Node::new(origin.build());
+    let api = Api::new(
+        member.clone(),
+        cluster.token.clone(),
+        cluster.max_replica_bytes,
+    );
+    api.register(&mut node);
+    let running = node.start(&listen).await?;
+    if cluster.settings.advertise.is_none() {
+        let bound = running.bound;
+        member
+            .advertise_at(&format!("{}://{}", bound.scheme(), bound.addr))
+            .await;
+    }
+    member
+        .publish_root(&cluster.publish)
         .await
-        .map_err(anyhow::Error::from)
+        .context("announcing the `publish` patterns")?;
+    if let (Some(settings), Some(load), Some(token)) = (cluster.placement, load, cluster.token) {
+        tokio::spawn(placement::run(
+            member.clone(),
+            settings,
+            load,
+            api.counters(),
+            token,
+        ));
+    }
+    Ok((running, Some(member)))
 }
 
 /// Opens the access log a node's settings name, if any.

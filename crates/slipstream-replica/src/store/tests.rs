@@ -1,5 +1,9 @@
 use super::*;
 
+fn html(bytes: &[u8]) -> Content {
+    Content::new("text/html", bytes)
+}
+
 #[test]
 fn reopen_finds_everything_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
@@ -10,11 +14,13 @@ fn reopen_finds_everything_acknowledged() {
     {
         let mut store = Store::open(&path).unwrap();
         store
-            .put(&exact, "http://n/a.html", Some(b"<p>a</p>"))
+            .put(&exact, "http://n/a.html", Some(&html(b"<p>a</p>")))
             .unwrap();
         store.put(&wild, "http://n/img/*", None).unwrap();
-        store.put_body("/img/x.png", b"png").unwrap();
-        store.put(&gone, "http://n/gone", Some(b"bye")).unwrap();
+        store.put_body("/img/x.png", &html(b"png")).unwrap();
+        store
+            .put(&gone, "http://n/gone", Some(&html(b"bye")))
+            .unwrap();
         assert!(store.delete(&gone).unwrap().is_some());
         assert_eq!(store.delete(&gone).unwrap(), None);
     }
@@ -32,14 +38,8 @@ fn reopen_finds_everything_acknowledged() {
             (wild.clone(), Entry::live(2, "http://n/img/*")),
         ]
     );
-    assert_eq!(
-        store.body("/a.html").unwrap().as_deref(),
-        Some(&b"<p>a</p>"[..])
-    );
-    assert_eq!(
-        store.body("/img/x.png").unwrap().as_deref(),
-        Some(&b"png"[..])
-    );
+    assert_eq!(store.body("/a.html").unwrap(), Some(html(b"<p>a</p>")));
+    assert_eq!(store.body("/img/x.png").unwrap(), Some(html(b"png")));
     assert_eq!(store.body("/gone").unwrap(), None);
     // Versions continue after the restart, above the tombstone's.
     assert_eq!(
@@ -50,18 +50,12 @@ fn reopen_finds_everything_acknowledged() {
     // under it, which stay.
     let logo = Pattern::parse("/img/logo.png").unwrap();
     store
-        .put(&logo, "http://n/img/logo.png", Some(b"logo"))
+        .put(&logo, "http://n/img/logo.png", Some(&html(b"logo")))
         .unwrap();
     store.delete(&wild).unwrap();
     assert_eq!(store.body("/img/x.png").unwrap(), None);
-    assert_eq!(
-        store.body("/img/logo.png").unwrap().as_deref(),
-        Some(&b"logo"[..])
-    );
-    assert_eq!(
-        store.body("/a.html").unwrap().as_deref(),
-        Some(&b"<p>a</p>"[..])
-    );
+    assert_eq!(store.body("/img/logo.png").unwrap(), Some(html(b"logo")));
+    assert_eq!(store.body("/a.html").unwrap(), Some(html(b"<p>a</p>")));
 }
 
 #[test]

@@ -83,6 +83,36 @@ fn demo_starts_and_answers() {
     assert_eq!(get(node.addr, "/_slipstream/status").status, 200);
     let large = get(node.addr, "/assets/large.bin");
     assert_eq!(large.body.len(), 2 << 20);
+
+    // The origin is one of three replicas of the site in a Web++ cluster: once they have
+    // gossiped, its pages list all three for every resource.
+    let line = node.wait_for_line("Web++:");
+    let origin: std::net::SocketAddr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no origin address in {line:?}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let page = loop {
+        let page = String::from_utf8_lossy(&get(origin, "/").body).into_owned();
+        let block = page
+            .split("id=\"slipstream-replicas\">")
+            .nth(1)
+            .and_then(|r| r.split("</script>").next())
+            .unwrap_or_else(|| panic!("no replica block in {page}"));
+        let v: serde_json::Value = serde_json::from_str(block).expect("block JSON");
+        if v["urls"]["/assets/style.css"].as_array().map(Vec::len) == Some(3) {
+            break page;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the three replicas never all appeared: {block}"
+        );
+        std::thread::yield_now();
+    };
+    assert!(page.contains("/_slipstream/agent/register.js"));
+    assert_eq!(get(origin, "/_slipstream/agent/table.html").status, 200);
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! talks to it over real sockets.
 
 mod cli;
+mod cluster;
 mod hierarchy;
 mod node;
 mod phases;

@@ -116,3 +116,40 @@ fn check_charts(node_addr: std::net::SocketAddr) -> String {
     );
     dom.into_owned()
 }
+
+#[test]
+fn a_cluster_members_status_page_shows_its_view_of_the_directory() {
+    let dir = site();
+    let data = tempfile::tempdir().expect("data dir");
+    let gossip = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("a free UDP port")
+        .port();
+    let node = serve(
+        dir.path(),
+        &[
+            "--set",
+            "cluster.name=status-node",
+            "--set",
+            &format!("cluster.gossip_listen=127.0.0.1:{gossip}"),
+            "--set",
+            &format!("cluster.data_dir={}", data.path().display()),
+            "--set",
+            "cluster.publish=[\"/docs/*\"]",
+        ],
+    );
+    for _ in 0..5 {
+        get(node.addr, "/hello.txt");
+    }
+    let dom = check_charts(node.addr);
+    assert!(
+        dom.contains("data-directory-entries=\"1\""),
+        "the directory card lists the node's one entry:\n{dom}"
+    );
+    assert!(dom.contains("<td>/docs/*</td>"), "{dom}");
+    assert!(
+        dom.contains(&format!("<td>http://{}/docs/*</td>", node.addr)),
+        "{dom}"
+    );
+    assert!(dom.contains("<td class=\"live\">live</td>"), "{dom}");
+}

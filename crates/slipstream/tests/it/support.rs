@@ -127,12 +127,28 @@ pub fn raw(addr: SocketAddr, request: &[u8]) -> Reply {
 
 /// A request with `Connection: close` and extra header lines.
 pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+    send(addr, method, path, headers, None)
+}
+
+/// A request with `Connection: close`, extra header lines and, if given, a body.
+pub fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Reply {
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
+    if let Some(body) = body {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
     req.push_str("\r\n");
-    raw(addr, req.as_bytes())
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body.unwrap_or_default());
+    raw(addr, &bytes)
 }
 
 pub fn get(addr: SocketAddr, path: &str) -> Reply {

@@ -1,0 +1,638 @@
+//! HTML pre-processing (001 §3.3, §5.1) and the client agent's files: a phase on the node
+//! layer that gives every page a node serves the replica lists of the logical URLs it names,
+//! and registers the agent.
+//!
+//! A page streams through the node layer's `lol_html` rewriter: the agent's registration
+//! script goes first into `<head>`, every `href`, `src` and `srcset` URL of this origin is
+//! looked up in the directory as it passes, and the lists found go at the end of the document
+//! as one JSON block (`<script type="application/json" id="slipstream-replicas">`), where the
+//! agent reads them: `{"v":1,"config":{...},"servers":["http://r1"],"urls":{"/img/a.png":[0,
+//! "http://r2/_slipstream/replicas/img/a.png"]}}` — a number is the index of a server that holds
+//! the replica at the logical URL's own path, a string any other physical URL.
+//! The page's own URLs are untouched, so it works as before with JavaScript off or on a browser
+//! without Service Workers.
+//!
+//! Every response of a cluster node also carries `Access-Control-Allow-Origin: *` and
+//! `Timing-Allow-Origin: *`, so the agent on another replica's origin can fetch and time it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{request, response, Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use parking_lot::Mutex;
+use slipstream_http::Body;
+use slipstream_node::body::BodyFilter;
+use slipstream_node::html::{self, ContentType, Element, HandlerResult, HtmlHandler, Rewriter};
+use slipstream_node::respond::text;
+use slipstream_node::{Ctx, Endpoint, Phase};
+
+use crate::api::add_cors;
+use crate::cluster::Cluster;
+
+/// The script tag registering the agent.
+pub const REGISTER: &str = r#"<script src="/_slipstream/agent/register.js" defer></script>"#;
+
+/// The id of the JSON block carrying the replica lists.
+pub const BLOCK_ID: &str = "slipstream-replicas";
+
+/// The pre-processing phase.
+#[derive(Debug, Clone)]
+pub struct Pages {
+    cluster: Arc<Cluster>,
+    /// The agent's selector configuration, passed to it in every block.
+    agent: Arc<serde_json::Map<String, serde_json::Value>>,
+    cache: Arc<PageCache>,
+}
+
+impl Pages {
+    /// Pre-processes pages with `cluster`'s directory; `agent` overrides the agent's Refresh
+    /// defaults (`web/agent/select.mjs`'s `DEFAULTS` field names). Processed pages are kept in
+    /// a cache of `cache_bytes` (0: none), each under the file's validator and the directory
+    /// version it was made with, so a changed file or directory makes it a miss.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        agent: serde_json::Map<String, serde_json::Value>,
+        cache_bytes: usize,
+    ) -> Pages {
+        Pages {
+            cluster,
+            agent: Arc::new(agent),
+            cache: Arc::new(PageCache::new(cache_bytes)),
+        }
+    }
+
+    /// Pages served from the cache and pages processed, since the start.
+    pub fn counts(&self) -> (u64, u64) {
+        let inner = self.cache.inner.lock();
+        (inner.hits, inner.misses)
+    }
+}
+
+/// The request path (relative URLs resolve against it) and whether the request was a HEAD
+/// (whose page gets the processed page's validator, but has no body to process).
+#[derive(Debug, Clone)]
+struct PagePath(String, bool);
+
+/// What the cache knows of this response: its key, and the processed page if it holds it.
+#[derive(Debug, Clone)]
+struct Cached {
+    key: PageKey,
+    page: Option<Bytes>,
+}
+
+/// A processed page's identity: the path, the file's validator, the directory version.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PageKey {
+    path: String,
+    etag: String,
+    version: u64,
+}
+
+/// Processed pages, bounded in bytes; the oldest entry goes first.
+#[derive(Debug)]
+struct PageCache {
+    capacity: usize,
+    inner: Mutex<PageCacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct PageCacheInner {
+    /// Path → its one processed page (a newer one replaces it) and its insertion serial.
+    pages: std::collections::HashMap<String, (PageKey, Bytes, u64)>,
+    /// Paths by insertion serial, for eviction; a record whose serial is no longer its path's
+    /// is stale (the path was inserted again) and skipped.
+    order: std::collections::VecDeque<(String, u64)>,
+    serial: u64,
+    used: usize,
+    hits: u64,
+    misses: u64,
+}
+
+impl PageCache {
+    fn new(capacity: usize) -> PageCache {
+        PageCache {
+            capacity,
+            inner: Mutex::new(PageCacheInner::default()),
+        }
+    }
+
+    fn get(&self, key: &PageKey) -> Option<Bytes> {
+        let mut inner = self.inner.lock();
+        let found = inner
+            .pages
+            .get(&key.path)
+            .filter(|(k, _, _)| k == key)
+            .map(|(_, page, _)| page.clone());
+        if found.is_some() {
+            inner.hits += 1;
+        } else {
+            inner.misses += 1;
+        }
+        found
+    }
+
+    fn insert(&self, key: PageKey, page: Bytes) {
+        if page.len() > self.capacity / 4 {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        inner.serial += 1;
+        let serial = inner.serial;
+        let path = key.path.clone();
+        inner.used += page.len();
+        if let Some((_, old, _)) = inner.pages.insert(path.clone(), (key, page, serial)) {
+            inner.used -= old.len();
+        }
+        inner.order.push_back((path, serial));
+        while inner.used > self.capacity {
+            let Some((path, then)) = inner.order.pop_front() else {
+                break;
+            };
+            if inner.pages.get(&path).is_some_and(|(_, _, s)| *s == then) {
+                if let Some((_, old, _)) = inner.pages.remove(&path) {
+                    inner.used -= old.len();
+                }
+            }
+        }
+        // Stale records are dropped as they reach the front; bound them all the same.
+        if inner.order.len() > 4 * inner.pages.len() + 64 {
+            let live: Vec<(String, u64)> = inner
+                .order
+                .iter()
+                .filter(|(p, s)| inner.pages.get(p).is_some_and(|(_, _, t)| t == s))
+                .cloned()
+                .collect();
+            inner.order = live.into();
+        }
+    }
+}
+
+/// Replaces a page's body with its processed copy from the cache.
+struct FromCache(Option<Bytes>);
+
+impl BodyFilter for FromCache {
+    fn filter(&mut self, _chunk: Bytes) -> std::io::Result<Bytes> {
+        Ok(self.0.take().unwrap_or_default())
+    }
+    fn finish(&mut self) -> std::io::Result<Bytes> {
+        Ok(self.0.take().unwrap_or_default())
+    }
+    fn known_len(&self) -> Option<u64> {
+        self.0.as_ref().map(|b| b.len() as u64)
+    }
+}
+
+/// Processes a page and keeps the result for the cache.
+struct Keeping {
+    rewriter: Rewriter,
+    out: Vec<u8>,
+    /// Whether the page outgrew what the cache would take.
+    dropped: bool,
+    key: PageKey,
+    cache: Arc<PageCache>,
+}
+
+impl Keeping {
+    fn keep(&mut self, bytes: &Bytes) {
+        if self.dropped {
+            return;
+        }
+        if self.out.len() + bytes.len() > self.cache.capacity / 4 {
+            self.dropped = true;
+            self.out = Vec::new();
+        } else {
+            self.out.extend_from_slice(bytes);
+        }
+    }
+}
+
+impl BodyFilter for Keeping {
+    fn filter(&mut self, chunk: Bytes) -> std::io::Result<Bytes> {
+        let out = self.rewriter.filter(chunk)?;
+        self.keep(&out);
+        Ok(out)
+    }
+    fn finish(&mut self) -> std::io::Result<Bytes> {
+        let out = self.rewriter.finish()?;
+        self.keep(&out);
+        if !self.dropped {
+            let page = Bytes::from(std::mem::take(&mut self.out));
+            self.cache.insert(self.key.clone(), page);
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Phase for Pages {
+    async fn request_filter(
+        &self,
+        ctx: &mut Ctx,
+        req: &mut request::Parts,
+    ) -> Option<Response<Body>> {
+        if req.method == Method::GET || req.method == Method::HEAD {
+            ctx.extensions.insert(PagePath(
+                req.uri.path().to_owned(),
+                req.method == Method::HEAD,
+            ));
+        }
+        None
+    }
+
+    fn response_filter(&self, ctx: &mut Ctx, res: &mut response::Parts) {
+        add_cors(&mut res.headers);
+        // A pre-processed page is another representation than the file: its validator names
+        // the directory version it embeds, so a cached copy is not revalidated by the file's.
+        let Some(PagePath(path, head)) = ctx.extensions.get::<PagePath>().cloned() else {
+            return;
+        };
+        if html::is_page(res) {
+            let version = self.cluster.version();
+            if let Some(tag) = res.headers.get(header::ETAG).and_then(|v| v.to_str().ok()) {
+                let opaque = tag.trim_start_matches("W/").trim_matches('"');
+                if self.cache.capacity > 0 && !head {
+                    let key = PageKey {
+                        path,
+                        etag: opaque.to_owned(),
+                        version,
+                    };
+                    let page = self.cache.get(&key);
+                    ctx.extensions.insert(Cached { key, page });
+                }
+                let tagged = format!("W/\"{opaque}-d{version}\"");
+                match HeaderValue::from_str(&tagged) {
+                    Ok(v) => {
+                        res.headers.insert(header::ETAG, v);
+                    }
+                    Err(_) => {
+                        res.headers.remove(header::ETAG);
+                    }
+                }
+            }
+        }
+    }
+
+    fn body_filter(&self, ctx: &mut Ctx, res: &response::Parts) -> Option<Box<dyn BodyFilter>> {
+        let PagePath(path, head) = ctx.extensions.get::<PagePath>()?.clone();
+        if head || !html::is_page(res) {
+            return None;
+        }
+        let cached = ctx.extensions.remove::<Cached>();
+        if let Some(Cached {
+            page: Some(page), ..
+        }) = cached
+        {
+            return Some(Box::new(FromCache(Some(page))));
+        }
+        let lists = Arc::new(Lists {
+            base: path.clone(),
+            cluster: self.cluster.clone(),
+            agent: self.agent.clone(),
+            found: Mutex::new(BTreeMap::new()),
+        });
+        lists.note(&path);
+        let handlers: [Arc<dyn HtmlHandler>; 2] = [Arc::new(Head), Arc::new(Urls(lists))];
+        match Rewriter::new(&handlers) {
+            Ok(rewriter) => match cached {
+                Some(Cached { key, page: None }) => Some(Box::new(Keeping {
+                    rewriter,
+                    out: Vec::new(),
+                    dropped: false,
+                    key,
+                    cache: self.cache.clone(),
+                })),
+                _ => Some(Box::new(rewriter)),
+            },
+            Err(e) => {
+                tracing::error!("page pre-processing: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// Prepends the registration script to `<head>`.
+#[derive(Debug)]
+struct Head;
+
+impl HtmlHandler for Head {
+    fn selector(&self) -> &str {
+        "head"
+    }
+    fn element(&self, el: &mut Element<'_, '_>) -> HandlerResult {
+        el.prepend(REGISTER, ContentType::Html);
+        Ok(())
+    }
+}
+
+/// Looks up every URL attribute of the page's elements, and writes the block at its end.
+#[derive(Debug)]
+struct Urls(Arc<Lists>);
+
+impl HtmlHandler for Urls {
+    fn selector(&self) -> &str {
+        "[href], [src], [srcset]"
+    }
+    fn element(&self, el: &mut Element<'_, '_>) -> HandlerResult {
+        for name in ["href", "src"] {
+            if let Some(v) = el.get_attribute(name) {
+                self.0.note(&v);
+            }
+        }
+        if let Some(set) = el.get_attribute("srcset") {
+            for candidate in set.split(',') {
+                if let Some(url) = candidate.split_whitespace().next() {
+                    self.0.note(url);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn end(&self) -> Option<String> {
+        Some(self.0.block())
+    }
+}
+
+/// The replica lists of one page, collected as it streams, written at its end.
+#[derive(Debug)]
+struct Lists {
+    base: String,
+    cluster: Arc<Cluster>,
+    agent: Arc<serde_json::Map<String, serde_json::Value>>,
+    found: Mutex<BTreeMap<String, Vec<String>>>,
+}
+
+/// The most URLs one page's block lists (a bound on its size and on the lookups).
+const MAX_URLS: usize = 4096;
+
+impl Lists {
+    fn note(&self, raw: &str) {
+        let Some(url) = same_origin_path(&self.base, raw.trim()) else {
+            return;
+        };
+        let mut found = self.found.lock();
+        if found.len() >= MAX_URLS || found.contains_key(&url) {
+            return;
+        }
+        let replicas = self.cluster.resolve(&url);
+        if !replicas.is_empty() {
+            found.insert(url, replicas);
+        }
+    }
+}
+
+impl Lists {
+    /// The JSON block of the lists found, compact: a replica a server holds at the logical
+    /// URL's own path is written as the index of the server's base URL in `servers`.
+    fn block(&self) -> String {
+        let found = self.found.lock();
+        let mut servers: Vec<String> = Vec::new();
+        let mut urls = serde_json::Map::new();
+        for (url, physical) in found.iter() {
+            let list: Vec<serde_json::Value> = physical
+                .iter()
+                .map(
+                    |p| match p.strip_suffix(url.as_str()).filter(|b| is_base(b)) {
+                        Some(base) => {
+                            let i = servers.iter().position(|s| s == base).unwrap_or_else(|| {
+                                servers.push(base.to_owned());
+                                servers.len() - 1
+                            });
+                            serde_json::json!(i)
+                        }
+                        None => serde_json::json!(p),
+                    },
+                )
+                .collect();
+            urls.insert(url.clone(), serde_json::Value::Array(list));
+        }
+        let block = serde_json::json!({
+            "v": 1,
+            "config": *self.agent,
+            "servers": servers,
+            "urls": urls,
+        });
+        format!(
+            r#"<script type="application/json" id="{BLOCK_ID}">{}</script>"#,
+            script_safe(&block.to_string())
+        )
+    }
+}
+
+/// Whether `s` is a bare `scheme://authority`, with no path.
+fn is_base(s: &str) -> bool {
+    s.split_once("://")
+        .is_some_and(|(scheme, rest)| !scheme.is_empty() && !rest.is_empty() && !rest.contains('/'))
+}
+
+/// JSON that cannot end the `<script>` element it sits in.
+fn script_safe(json: &str) -> String {
+    json.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+/// The path (with query, without fragment) of a URL written in a page at `base`, when it names
+/// this origin: root-relative (`/a`) or relative (`a`, `../a`). Absolute and
+/// scheme-relative URLs, and `data:`/`javascript:` and the like, are left alone.
+pub fn same_origin_path(base: &str, raw: &str) -> Option<String> {
+    let raw = raw.split('#').next().unwrap_or_default();
+    if raw.is_empty() || raw.starts_with("//") {
+        return None;
+    }
+    let scheme_end = raw.find(':');
+    let first_delim = raw.find(['/', '?']);
+    if let Some(colon) = scheme_end {
+        if first_delim.is_none_or(|d| colon < d) {
+            return None;
+        }
+    }
+    let joined = if raw.starts_with('/') {
+        raw.to_owned()
+    } else if raw.starts_with('?') {
+        format!("{}{raw}", base.split('?').next().unwrap_or_default())
+    } else {
+        let dir = &base[..base.rfind('/').map_or(0, |i| i + 1)];
+        format!("{dir}{raw}")
+    };
+    let (path, query) = match joined.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (joined.as_str(), None),
+    };
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let last = segments.len().saturating_sub(1);
+    for (i, seg) in segments.iter().enumerate() {
+        match *seg {
+            "." => {
+                if i == last {
+                    out.push("");
+                }
+            }
+            ".." => {
+                out.pop();
+                if i == last {
+                    out.push("");
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    let mut url = format!("/{}", out.join("/"));
+    if let Some(q) = query {
+        url.push('?');
+        url.push_str(q);
+    }
+    Some(url)
+}
+
+/// The client agent's files (`web/agent/`), built into the binary.
+mod files {
+    include!(concat!(env!("OUT_DIR"), "/agent_files.rs"));
+}
+
+/// `/_slipstream/agent/<file>`: the agent's modules and pages.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentFiles;
+
+/// `/_slipstream/sw.js`: the Service Worker, allowed to control the whole origin.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceWorker;
+
+fn agent_file(method: &Method, name: &str) -> Response<Body> {
+    if method != Method::GET && method != Method::HEAD {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let Some((_, bytes)) = files::FILES.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<&str> = files::FILES.iter().map(|(n, _)| *n).collect();
+        return text(
+            StatusCode::NOT_FOUND,
+            &format!("no such agent file; this binary has {}", names.join(", ")),
+        );
+    };
+    let content_type = match name.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("js" | "mjs") => "text/javascript; charset=utf-8",
+        Some("html") => "text/html; charset=utf-8",
+        Some("json") => "application/json",
+        Some("css") => "text/css; charset=utf-8",
+        _ => "application/octet-stream",
+    };
+    let mut r = Response::new(if method == Method::HEAD {
+        Body::empty()
+    } else {
+        Body::full(Bytes::from_static(bytes))
+    });
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    // The agent changes with the binary: browsers check it on every load.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+#[async_trait]
+impl Endpoint for AgentFiles {
+    async fn call(&self, req: Request<Incoming>, rest: &str) -> Response<Body> {
+        agent_file(req.method(), rest.trim_start_matches('/'))
+    }
+}
+
+#[async_trait]
+impl Endpoint for ServiceWorker {
+    async fn call(&self, req: Request<Incoming>, rest: &str) -> Response<Body> {
+        if !rest.is_empty() {
+            return text(StatusCode::NOT_FOUND, "no such file");
+        }
+        let mut r = agent_file(req.method(), "sw.js");
+        if r.status() == StatusCode::OK {
+            r.headers_mut()
+                .insert("service-worker-allowed", HeaderValue::from_static("/"));
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_origin_paths_resolve_like_a_browser() {
+        let base = "/dir/page.html";
+        for (raw, want) in [
+            ("/img/a.png", Some("/img/a.png")),
+            ("img/a.png", Some("/dir/img/a.png")),
+            ("./img/a.png", Some("/dir/img/a.png")),
+            ("../a.css?v=2#top", Some("/a.css?v=2")),
+            ("../../../a", Some("/a")),
+            ("..", Some("/")),
+            ("?q=1", Some("/dir/page.html?q=1")),
+            ("a:b/c", None),
+            ("x/a:b", Some("/dir/x/a:b")),
+            ("http://other/a", None),
+            ("//other/a", None),
+            ("data:image/png;base64,AAA", None),
+            ("javascript:void(0)", None),
+            ("mailto:a@b", None),
+            ("#top", None),
+            ("", None),
+        ] {
+            assert_eq!(same_origin_path(base, raw).as_deref(), want, "{raw}");
+        }
+    }
+
+    fn key(path: &str, version: u64) -> PageKey {
+        PageKey {
+            path: path.into(),
+            etag: "e".into(),
+            version,
+        }
+    }
+
+    #[test]
+    fn the_page_cache_is_bounded_and_keys_on_file_and_directory() {
+        let cache = PageCache::new(400);
+        cache.insert(key("/a", 1), Bytes::from(vec![b'a'; 100]));
+        assert!(cache.get(&key("/a", 1)).is_some());
+        // Another directory version or file validator is a miss.
+        assert!(cache.get(&key("/a", 2)).is_none());
+        assert!(cache
+            .get(&PageKey {
+                etag: "f".into(),
+                ..key("/a", 1)
+            })
+            .is_none());
+        // A newer page of a path replaces the older.
+        cache.insert(key("/a", 2), Bytes::from(vec![b'b'; 100]));
+        assert!(cache.get(&key("/a", 1)).is_none());
+        assert_eq!(cache.get(&key("/a", 2)).unwrap()[0], b'b');
+        // Over capacity, the oldest go first; a page over a quarter is not kept.
+        for p in ["/b", "/c", "/d"] {
+            cache.insert(key(p, 2), Bytes::from(vec![b'x'; 100]));
+        }
+        assert!(cache.get(&key("/a", 2)).is_some());
+        cache.insert(key("/e", 2), Bytes::from(vec![b'x'; 100]));
+        assert!(cache.get(&key("/a", 2)).is_none());
+        assert!(cache.get(&key("/e", 2)).is_some());
+        cache.insert(key("/big", 2), Bytes::from(vec![b'x'; 101]));
+        assert!(cache.get(&key("/big", 2)).is_none());
+        let inner = cache.inner.lock();
+        assert_eq!(inner.used, 400);
+        assert_eq!(inner.pages.len(), 4);
+    }
+
+    #[test]
+    fn the_block_cannot_close_its_script() {
+        let safe = script_safe(r#"{"u":"</script><script>alert(1)</script>&"}"#);
+        assert!(!safe.contains('<') && !safe.contains('>') && !safe.contains('&'));
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back["u"], "</script><script>alert(1)</script>&");
+    }
+}

@@ -1,0 +1,338 @@
+// The Web++ client agent's decisions (paper 001 §3.2, §3.3, §4.1), without I/O: which replica
+// to try for a logical URL and in which order, with what timeout, which probes are due, and
+// what the latency table says. `sw.js` is the I/O shell around it (fetch, timers, IndexedDB,
+// messages); it feeds this module the time (`nowMs`) and the outcome of every exchange.
+//
+// One Refresh selector (select.mjs) runs over every replica endpoint the agent knows of, an
+// endpoint being a physical URL's origin (scheme://host:port), so a latency learnt through one
+// logical URL serves every URL replicated there, on every page of the site (001 §4.1: one
+// latency table per client). The replica lists come from the `slipstream-replicas` block the
+// server puts into every HTML page (001 §5.1; format in web/README.md).
+//
+// The server lists only the replicas on nodes its cluster holds alive, so a page served while a
+// node is down no longer names it. The agent keeps such an endpoint all the same, with its
+// latency history and its failure, and a physical URL of it to probe: the selector, not the
+// latest page, says whether an endpoint is up (001 §4.1: a failed server is polled until it
+// answers). A URL is bound only to the replicas its latest list names.
+//
+// Everything is bounded: at most `MAX_URLS` logical URLs (the oldest learnt forgotten first), at
+// most `MAX_REPLICAS_PER_URL` replicas per URL (the rest ignored), at most `MAX_ENDPOINTS`
+// endpoints (the one named longest ago forgotten first). The whole state is plain JSON
+// (`toJSON`, `Agent.fromJSON`) for IndexedDB.
+
+import { DEFAULTS, Refresh } from './select.mjs';
+
+/** The JSON state's format tag; `fromJSON` refuses any other. */
+export const AGENT_FORMAT = 'slipstream-agent@1';
+
+/** The replica block's format version (`"v"`); blocks of other versions are refused. */
+export const BLOCK_VERSION = 1;
+
+/** The most logical URLs remembered; learning one more forgets the one learnt longest ago. */
+export const MAX_URLS = 4096;
+
+/** The most replicas kept for one logical URL; the block's order decides which. */
+export const MAX_REPLICAS_PER_URL = 16;
+
+/** The most endpoints in the latency table; one more forgets the one named longest ago. */
+export const MAX_ENDPOINTS = 256;
+
+/** The id of the script element holding the replica block. */
+export const BLOCK_ID = 'slipstream-replicas';
+
+/** The longest HTML text searched for the block; a page beyond it is bound by its first part. */
+export const MAX_HTML_CHARS = 8 * 1024 * 1024;
+
+const BLOCK_RE = new RegExp(
+  `<script\\b[^>]*\\bid\\s*=\\s*["']?${BLOCK_ID}["']?[^>]*>([\\s\\S]*?)</script\\s*>`,
+  'gi',
+);
+
+/**
+ * The replica block's JSON text in an HTML document's text, or null if it has none. The server
+ * appends its block at the end of the document, after anything the page itself holds, so the
+ * last block counts. At most `MAX_HTML_CHARS` are searched.
+ */
+export function blockText(html) {
+  if (typeof html !== 'string') return null;
+  let last = null;
+  for (const m of html.slice(0, MAX_HTML_CHARS).matchAll(BLOCK_RE)) last = m[1];
+  return last;
+}
+
+/** The logical key of a same-origin URL: its path and query, as the block names it. */
+export function logicalKey(url) {
+  const u = url instanceof URL ? url : new URL(url);
+  return u.pathname + u.search;
+}
+
+/** A physical URL's endpoint: its origin. */
+export function endpointOf(physical) {
+  return new URL(physical).origin;
+}
+
+/**
+ * The replica block, checked: `{v, config, servers, urls}`, returned as `{config, urls}` with
+ * `urls` a list of `[key, [physical...]]`; a list item in the block is a physical URL, or the
+ * index of a base URL in `servers` that serves the logical URL at the same path.
+ * `text` is the block's JSON text or its parsed value; `pageOrigin` is the origin of the page
+ * that carried it (keys are resolved against it and must stay on it). Throws a TypeError naming
+ * what is wrong; physical URLs that are not absolute http(s) URLs are dropped, not refused, so
+ * one bad entry does not cost the page its other bindings.
+ */
+export function parseBlock(text, pageOrigin) {
+  const b = typeof text === 'string' ? JSON.parse(text) : text;
+  if (b === null || typeof b !== 'object' || Array.isArray(b)) throw new TypeError('replica block: not an object');
+  if (b.v !== BLOCK_VERSION) throw new TypeError(`replica block: version ${b.v}, want ${BLOCK_VERSION}`);
+  const config = b.config ?? {};
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
+    throw new TypeError('replica block: config: not an object');
+  }
+  // The selector checks the values; check here that they would be accepted, so a bad block
+  // is refused whole before anything is learnt from it.
+  new Refresh([], config, 0);
+  const urls = b.urls ?? {};
+  if (urls === null || typeof urls !== 'object' || Array.isArray(urls)) {
+    throw new TypeError('replica block: urls: not an object');
+  }
+  // `servers`, optional: base URLs that list items may name by index, meaning the base
+  // followed by the logical URL (the server holds the replica at the same path).
+  const servers = b.servers ?? [];
+  if (!Array.isArray(servers)) throw new TypeError('replica block: servers: not a list');
+  const out = [];
+  for (const [rawKey, list] of Object.entries(urls)) {
+    if (!Array.isArray(list)) throw new TypeError(`replica block: urls[${rawKey}]: not a list`);
+    const keyUrl = new URL(rawKey, pageOrigin);
+    if (keyUrl.origin !== new URL(pageOrigin).origin) continue;
+    const physical = [];
+    for (const item of list) {
+      let p = item;
+      if (Number.isInteger(item) && item >= 0 && item < servers.length && typeof servers[item] === 'string') {
+        p = servers[item] + rawKey;
+      }
+      if (typeof p !== 'string') continue;
+      let u;
+      try {
+        u = new URL(p);
+      } catch {
+        continue;
+      }
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') continue;
+      if (!physical.includes(u.href)) physical.push(u.href);
+      if (physical.length === MAX_REPLICAS_PER_URL) break;
+    }
+    if (physical.length) out.push([logicalKey(keyUrl), physical]);
+  }
+  return { config: { ...config }, urls: out };
+}
+
+/**
+ * The agent's state: the Refresh selector over all endpoints, the logical-to-physical map, the
+ * configuration overrides last received, and a physical URL per endpoint to probe.
+ */
+export class Agent {
+  /** An agent that knows no URL yet, with `config` (overrides of select.mjs `DEFAULTS`). */
+  constructor(config = {}, nowMs = 0) {
+    this._overrides = { ...config };
+    this._selector = new Refresh([], config, nowMs);
+    /** @type {Map<string, string[]>} logical key → physical URLs, oldest learnt first. */
+    this._urls = new Map();
+    /** @type {Map<string, string>} endpoint → a physical URL of it to probe, named longest ago first. */
+    this._probeUrls = new Map();
+  }
+
+  /** The selector (for reading; the agent is its only writer). */
+  get selector() {
+    return this._selector;
+  }
+
+  /** How many logical URLs are remembered. */
+  get urlCount() {
+    return this._urls.size;
+  }
+
+  /** The configuration overrides in force. */
+  get overrides() {
+    return { ...this._overrides };
+  }
+
+  /** The physical URLs of `key`, or null. */
+  replicas(key) {
+    return this._urls.get(key) ?? null;
+  }
+
+  /**
+   * Learns a parsed block (`parseBlock`): its bindings replace those of the same keys and
+   * become the newest; a changed configuration is applied keeping the latency table.
+   */
+  learn(block, nowMs) {
+    if (JSON.stringify(block.config) !== JSON.stringify(this._overrides)) {
+      const s = this._selector.toJSON();
+      s.config = { ...DEFAULTS, ...block.config };
+      this._selector = Refresh.fromJSON(s);
+      this._overrides = { ...block.config };
+    }
+    const named = [];
+    for (const [key, physical] of block.urls) {
+      this._urls.delete(key);
+      this._urls.set(key, physical);
+      for (const p of physical) {
+        const ep = endpointOf(p);
+        if (!named.includes(ep)) named.push(ep);
+        this._probeUrls.delete(ep);
+        this._probeUrls.set(ep, p);
+      }
+    }
+    while (this._urls.size > MAX_URLS) this._urls.delete(this._urls.keys().next().value);
+    while (this._probeUrls.size > MAX_ENDPOINTS) this._probeUrls.delete(this._probeUrls.keys().next().value);
+    this._syncEndpoints(nowMs, named);
+  }
+
+  /**
+   * The known endpoints into the selector, keeping its order: those it has, then new ones in
+   * the order the block named them (which breaks ties between unmeasured endpoints).
+   */
+  _syncEndpoints(nowMs, named) {
+    const old = this._selector.health(nowMs).map(([name]) => name);
+    const next = old.filter((n) => this._probeUrls.has(n));
+    for (const n of named) if (this._probeUrls.has(n) && !next.includes(n)) next.push(n);
+    if (next.length !== old.length || next.some((n, i) => n !== old[i])) this._selector.update(next, nowMs);
+  }
+
+  /**
+   * The replicas to try for logical `key`, best first: `[{endpoint, url, timeoutMs}]` in the
+   * selector's order of their endpoints (001 §4.1: the least S-percentile, failed ones last),
+   * or null when the key has no replicas. The caller tries them in turn and then the plain URL.
+   */
+  plan(key, nowMs) {
+    const physical = this._urls.get(key);
+    if (!physical) return null;
+    const rank = new Map(this._selector.order(nowMs).map((name, i) => [name, i]));
+    return physical
+      .map((url, i) => ({ url, endpoint: endpointOf(url), i }))
+      .sort((a, b) => (rank.get(a.endpoint) ?? Infinity) - (rank.get(b.endpoint) ?? Infinity) || a.i - b.i)
+      .map(({ url, endpoint }) => ({ endpoint, url, timeoutMs: this._selector.timeout(endpoint, nowMs) }));
+  }
+
+  /** The outcome of one exchange with `endpoint` (select.mjs `OUTCOMES`). */
+  record(endpoint, outcome, nowMs, latencyMs) {
+    this._selector.record(endpoint, outcome, nowMs, latencyMs);
+  }
+
+  /** A physical URL of `endpoint` to send a HEAD to: the last one a page named. */
+  probeUrl(endpoint) {
+    return this._probeUrls.get(endpoint) ?? null;
+  }
+
+  /**
+   * The probes due now, each handed out once: `[{endpoint, kind, url, timeoutMs}]` (kind
+   * `recover` for a failed endpoint, 001 §4.1's F doubling; `refresh` for one unused for TTL).
+   */
+  dueProbes(nowMs) {
+    return this._selector
+      .probes(nowMs)
+      .map((p) => ({ ...p, url: this.probeUrl(p.endpoint), timeoutMs: this._selector.timeout(p.endpoint, nowMs) }))
+      .filter((p) => p.url !== null);
+  }
+
+  /**
+   * When the next probe falls due (ms, on the caller's clock), or null if none can: the
+   * earliest recover probe of a failed endpoint, or a refresh a TTL after the oldest update.
+   */
+  nextProbeMs() {
+    const s = this._selector.toJSON();
+    let next = null;
+    const at = (t) => {
+      if (next === null || t < next) next = t;
+    };
+    for (const e of s.entries) {
+      if (e.failed) at(e.failed.next_probe_ms);
+      else if (e.estimate) at(Math.max(e.updated_ms, e.refresh_sent_ms ?? -Infinity) + s.config.ttl_ms);
+    }
+    return next;
+  }
+
+  /**
+   * The latency table as shown to people and tests: per endpoint in the selector's order its
+   * estimate, S-percentile score, health, sample count, timeout and probe schedule.
+   */
+  table(nowMs) {
+    const sel = this._selector;
+    const state = sel.toJSON();
+    const byName = new Map(state.entries.map((e) => [e.name, e]));
+    const urlsPer = new Map();
+    for (const list of this._urls.values()) {
+      for (const p of list) {
+        const ep = endpointOf(p);
+        urlsPer.set(ep, (urlsPer.get(ep) ?? 0) + 1);
+      }
+    }
+    return sel.order(nowMs).map((name, rank) => {
+      const e = byName.get(name);
+      return {
+        endpoint: name,
+        rank,
+        live: e.failed === null,
+        samples: e.estimate ? e.estimate.samples : 0,
+        avg_ms: e.estimate ? e.estimate.avg_ms : null,
+        var_ms2: e.estimate ? e.estimate.var_ms2 : null,
+        score_ms: sel.scoreMs(name),
+        timeout_ms: sel.timeout(name, nowMs),
+        updated_ms: e.updated_ms,
+        probe_interval_ms: e.failed ? e.failed.interval_ms : null,
+        next_probe_ms: e.failed ? e.failed.next_probe_ms : null,
+        urls: urlsPer.get(name) ?? 0,
+      };
+    });
+  }
+
+  /** The whole state as plain JSON data. */
+  toJSON() {
+    return {
+      format: AGENT_FORMAT,
+      overrides: { ...this._overrides },
+      selector: this._selector.toJSON(),
+      urls: [...this._urls.entries()].map(([k, v]) => [k, [...v]]),
+      endpoints: [...this._probeUrls.entries()],
+    };
+  }
+
+  /** An agent from `toJSON()`'s data or its text; anything else is refused (TypeError). */
+  static fromJSON(state) {
+    const s = typeof state === 'string' ? JSON.parse(state) : state;
+    if (s === null || typeof s !== 'object' || s.format !== AGENT_FORMAT) {
+      throw new TypeError(`agent state: format ${s && s.format}, want ${AGENT_FORMAT}`);
+    }
+    if (s.overrides === null || typeof s.overrides !== 'object' || Array.isArray(s.overrides)) {
+      throw new TypeError('agent state: overrides: not an object');
+    }
+    if (!Array.isArray(s.urls) || s.urls.length > MAX_URLS) throw new TypeError('agent state: urls: not a bounded list');
+    const urls = new Map();
+    for (const entry of s.urls) {
+      const ok =
+        Array.isArray(entry) &&
+        entry.length === 2 &&
+        typeof entry[0] === 'string' &&
+        Array.isArray(entry[1]) &&
+        entry[1].length <= MAX_REPLICAS_PER_URL &&
+        entry[1].every((p) => typeof p === 'string' && endpointOf(p));
+      if (!ok) throw new TypeError(`agent state: urls: bad entry ${JSON.stringify(entry)}`);
+      urls.set(entry[0], [...entry[1]]);
+    }
+    if (!Array.isArray(s.endpoints) || s.endpoints.length > MAX_ENDPOINTS) {
+      throw new TypeError('agent state: endpoints: not a bounded list');
+    }
+    const probeUrls = new Map();
+    for (const entry of s.endpoints) {
+      const ok = Array.isArray(entry) && entry.length === 2 && typeof entry[1] === 'string' && endpointOf(entry[1]) === entry[0];
+      if (!ok) throw new TypeError(`agent state: endpoints: bad entry ${JSON.stringify(entry)}`);
+      probeUrls.set(entry[0], entry[1]);
+    }
+    const a = Object.create(Agent.prototype);
+    a._probeUrls = probeUrls;
+    a._overrides = { ...s.overrides };
+    a._selector = Refresh.fromJSON(s.selector);
+    a._urls = urls;
+    return a;
+  }
+}

@@ -1,0 +1,330 @@
+// The Web++ client agent as a Service Worker (paper 001 §3; the browser-side binding of §3.2
+// done where §3.5 wished it could be: below the page, for every request). A module worker
+// served at /_slipstream/sw.js; it imports ./agent/agent.mjs (/_slipstream/agent/agent.mjs),
+// which holds every decision. This file is the I/O around it: it reads the replica block of
+// each HTML page, binds each same-origin GET that has replicas (navigations and subresources
+// alike) to the best replica with a timeout, fails over to the next and finally to the plain
+// URL, sends the due probes, keeps the state in IndexedDB and answers the latency-table page.
+
+import { Agent, blockText, logicalKey, parseBlock } from './agent/agent.mjs';
+
+const DB_NAME = 'slipstream-agent';
+const DB_STORE = 'state';
+const DB_KEY = 'agent';
+/** How long after a change the state is written (changes within it are written together). */
+const SAVE_DELAY_MS = 50;
+/** The longest wait between two looks at the probe schedule while the worker is alive. */
+const TICK_MAX_MS = 1000;
+
+/** This worker instance: a restart (the browser stops idle workers) gives a new id. */
+const instance = Math.random().toString(36).slice(2) + Date.now().toString(36);
+const startedMs = Date.now();
+/** Whether the state was read back from IndexedDB at start, and any error doing so. */
+let restored = false;
+let loadError = null;
+let lastError = null;
+/** @type {Agent} */
+let agent = null;
+/** Changes not yet written, and the write in progress. */
+let dirty = false;
+let saving = null;
+let saveTimer = null;
+let savedMs = null;
+/** Endpoints with a probe in flight (one at a time each). */
+const probing = new Set();
+let tick = null;
+
+// ---------------------------------------------------------------------------------------------
+// IndexedDB: one object store, one record holding the agent's JSON state.
+
+function openDb() {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open(DB_NAME, 1);
+    req.onupgradeneeded = () => req.result.createObjectStore(DB_STORE);
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error);
+  });
+}
+
+async function dbDo(mode, fn) {
+  const db = await openDb();
+  try {
+    return await new Promise((resolve, reject) => {
+      const tx = db.transaction(DB_STORE, mode);
+      const req = fn(tx.objectStore(DB_STORE));
+      let value;
+      req.onsuccess = () => {
+        value = req.result;
+      };
+      tx.oncomplete = () => resolve(value);
+      tx.onerror = () => reject(tx.error);
+      tx.onabort = () => reject(tx.error);
+    });
+  } finally {
+    db.close();
+  }
+}
+
+const loading = (async () => {
+  try {
+    const s = await dbDo('readonly', (st) => st.get(DB_KEY));
+    if (s !== undefined) {
+      agent = Agent.fromJSON(s);
+      restored = true;
+    }
+  } catch (e) {
+    loadError = String(e);
+  }
+  if (agent === null) agent = new Agent({}, Date.now());
+  schedule();
+})();
+
+/** Marks the state changed; the returned promise settles once it is written. */
+function changed() {
+  dirty = true;
+  if (saveTimer === null) {
+    saving = new Promise((resolve) => {
+      saveTimer = setTimeout(async () => {
+        saveTimer = null;
+        dirty = false;
+        try {
+          await dbDo('readwrite', (st) => st.put(agent.toJSON(), DB_KEY));
+          savedMs = Date.now();
+        } catch (e) {
+          lastError = `saving the state: ${e}`;
+          dirty = true;
+        }
+        resolve();
+      }, SAVE_DELAY_MS);
+    });
+  }
+  return saving;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Learning replica lists.
+
+function learnText(text, origin) {
+  try {
+    agent.learn(parseBlock(text, origin), Date.now());
+    schedule();
+    return changed();
+  } catch (e) {
+    lastError = `replica block of a page on ${origin}: ${e}`;
+    return Promise.resolve();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exchanges.
+
+class Failure extends Error {
+  constructor(outcome, message) {
+    super(message);
+    this.outcome = outcome;
+  }
+}
+
+/**
+ * One GET or HEAD to a replica, the body read whole: resolves to `{response, body}` and records
+ * the latency to the end of the body, or records the failure and throws. `timeoutMs` bounds the
+ * response head (001 §4.1's T-percentile timeout), the configured greatest timeout the body.
+ */
+async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
+  const ctrl = new AbortController();
+  let timedOut = false;
+  const arm = (ms) =>
+    setTimeout(() => {
+      timedOut = true;
+      ctrl.abort();
+    }, ms);
+  const t0 = performance.now();
+  let timer = arm(timeoutMs);
+  try {
+    const response = await fetch(url, {
+      method,
+      mode: 'cors',
+      credentials: 'omit',
+      cache: cacheMode,
+      redirect: 'follow',
+      signal: ctrl.signal,
+    });
+    clearTimeout(timer);
+    timer = arm(Math.max(timeoutMs, agent.selector.config.max_timeout_ms));
+    const body = method === 'HEAD' ? null : await response.arrayBuffer();
+    clearTimeout(timer);
+    const latency = measured(url, t0, performance.now() - t0);
+    if (response.status >= 500) throw new Failure('broken', `${url}: status ${response.status}`);
+    agent.record(endpoint, 'answered', Date.now(), latency);
+    return { response, body };
+  } catch (e) {
+    clearTimeout(timer);
+    const outcome = e instanceof Failure ? e.outcome : timedOut ? 'timed_out' : 'connect_failed';
+    agent.record(endpoint, outcome, Date.now());
+    throw e instanceof Failure ? e : new Failure(outcome, `${url}: ${e}`);
+  } finally {
+    changed();
+  }
+}
+
+/** Resource Timing entries kept at most; beyond, the buffer is emptied (see `measured`). */
+const TIMING_BUFFER = 1000;
+performance.setResourceTimingBufferSize?.(TIMING_BUFFER);
+/** How many samples came from Resource Timing, and how many from the wall clock. */
+const sampled = { timing: 0, wall: 0 };
+
+/**
+ * The latency of the exchange with `url` started at `t0`: from sending the request (after any new
+ * connection's setup) to the end of the body, by the Resource Timing entry the replica's
+ * `Timing-Allow-Origin` exposes. That leaves out the time the request waited in the browser for
+ * a free connection to the host, which would otherwise charge the replica carrying the most
+ * traffic for the browser's own queue. Without an entry, `wallMs` (the whole wait) is the sample.
+ */
+function measured(url, t0, wallMs) {
+  const entries = performance.getEntriesByName(url, 'resource');
+  if (entries.length >= TIMING_BUFFER * 0.8 || performance.getEntriesByType('resource').length >= TIMING_BUFFER * 0.8) {
+    performance.clearResourceTimings();
+  }
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const e = entries[i];
+    if (e.startTime < t0 || !(e.requestStart > 0) || !(e.responseEnd >= e.requestStart)) continue;
+    const connect = e.connectEnd > e.connectStart ? e.connectEnd - e.connectStart : 0;
+    sampled.timing++;
+    return e.responseEnd - e.requestStart + connect;
+  }
+  sampled.wall++;
+  return wallMs;
+}
+
+/** The browser's cache mode for a bound request: every binding is a network exchange. */
+function cacheModeFor(request) {
+  return request.cache === 'no-store' || request.cache === 'reload' ? request.cache : 'no-cache';
+}
+
+/** A same-origin GET: bound to a replica if it has any, the plain URL otherwise or at last. */
+async function handle(event, request, url) {
+  await loading;
+  event.waitUntil(runProbes());
+  const plan = agent.plan(logicalKey(url), Date.now());
+  let answer = null;
+  for (const c of plan ?? []) {
+    try {
+      const { response, body } = await exchange(c.endpoint, c.url, 'GET', c.timeoutMs, cacheModeFor(request));
+      // A replica without the resource answered (it is alive), but another may have it.
+      if (response.status === 404 || response.status === 410) continue;
+      answer = new Response(body, {
+        status: response.status,
+        statusText: response.statusText,
+        headers: response.headers,
+      });
+      break;
+    } catch {
+      // Recorded by exchange(); fail over to the next replica (001 §4.1).
+    }
+  }
+  if (answer === null) answer = await fetch(request);
+  if (request.mode === 'navigate' && (answer.headers.get('content-type') ?? '').includes('text/html')) {
+    const copy = answer.clone();
+    event.waitUntil(
+      copy.text().then((html) => {
+        const text = blockText(html);
+        return text === null ? undefined : learnText(text, self.location.origin);
+      }),
+    );
+  }
+  event.waitUntil(saving ?? Promise.resolve());
+  return answer;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Probes: HEADs to endpoints the selector asks about (recover: failed; refresh: stale).
+
+function runProbes() {
+  if (agent === null) return Promise.resolve();
+  const now = Date.now();
+  const sent = [];
+  for (const p of agent.dueProbes(now)) {
+    if (probing.has(p.endpoint)) continue;
+    probing.add(p.endpoint);
+    sent.push(
+      exchange(p.endpoint, p.url, 'HEAD', p.timeoutMs, 'no-store')
+        .catch(() => {})
+        .finally(() => {
+          probing.delete(p.endpoint);
+          schedule();
+        }),
+    );
+  }
+  schedule();
+  return Promise.all(sent);
+}
+
+/** Looks at the probe schedule again when the next probe is due (at most `TICK_MAX_MS` on). */
+function schedule() {
+  if (agent === null) return;
+  const next = agent.nextProbeMs();
+  if (tick !== null) clearTimeout(tick);
+  tick = null;
+  if (next === null) return;
+  const wait = Math.min(Math.max(next - Date.now(), 0), TICK_MAX_MS);
+  tick = setTimeout(() => {
+    tick = null;
+    runProbes();
+  }, wait);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events.
+
+self.addEventListener('install', () => self.skipWaiting());
+self.addEventListener('activate', (event) => event.waitUntil(self.clients.claim()));
+
+self.addEventListener('fetch', (event) => {
+  const request = event.request;
+  // Range requests (media) keep their headers on the plain URL; a bound request carries none.
+  if (request.method !== 'GET' || request.headers.has('range')) return;
+  const url = new URL(request.url);
+  if (url.origin !== self.location.origin || url.pathname.startsWith('/_slipstream/')) return;
+  // Once the state is loaded, a subresource without replicas is left to the browser.
+  if (agent !== null && request.mode !== 'navigate' && agent.replicas(logicalKey(url)) === null) {
+    event.waitUntil(runProbes());
+    return;
+  }
+  event.respondWith(handle(event, request, url));
+});
+
+/** The state as the latency-table page and the tests read it. */
+function stateMessage() {
+  const now = Date.now();
+  return {
+    type: 'slipstream-state',
+    instance,
+    started_ms: startedMs,
+    now_ms: now,
+    restored,
+    load_error: loadError,
+    last_error: lastError,
+    dirty,
+    saved_ms: savedMs,
+    samples_by: { ...sampled },
+    config: agent.selector.config,
+    urls: agent.urlCount,
+    table: agent.table(now),
+  };
+}
+
+self.addEventListener('message', (event) => {
+  const data = event.data ?? {};
+  const reply = (msg) => (event.ports[0] ?? event.source)?.postMessage(msg);
+  event.waitUntil(
+    loading.then(async () => {
+      if (data.type === 'slipstream-page' && typeof data.block === 'string') {
+        // A page loaded before this worker controlled it hands over its block (register.js).
+        await learnText(data.block, self.location.origin);
+        reply({ type: 'slipstream-learnt', urls: agent.urlCount });
+      } else if (data.type === 'slipstream-state') {
+        reply(stateMessage());
+      }
+    }),
+  );
+});

@@ -1,0 +1,448 @@
+// The Web++ agent in a real browser (paper 001 §3, §4.1): headless Chromium, three slipstream
+// nodes on loopback, each behind its own Toxiproxy proxy with a latency toxic. The page comes
+// from node r1's own port; its replica block names the three proxies as the replicas of every
+// image, script and page. Phases, each bounded in time:
+//
+//  1. warm-up, then most bytes come through the fastest replica's proxy (r2);
+//  2. r2 slowed: the traffic moves to the next fastest (r3);
+//  3. r3 killed (SIGKILL) while a page loads: that page and the next load completely;
+//  4. r3 is probed with growing intervals (Toxiproxy's failed dials to it), restarted, probed
+//     back and used again;
+//  5. the Service Worker stopped through CDP: the next worker restores the same latency table
+//     from IndexedDB, the latency-table page shows it, and the next page goes to the best
+//     replica at once.
+//
+// Where the traffic goes is measured outside the agent, by Toxiproxy's byte counters per proxy
+// and its log of failed dials; the agent's own table is only cross-checked. Prerequisites (the
+// slipstream binary, the Toxiproxy server, Chromium, playwright-core) missing make the test fail
+// with a message saying how to get them.
+//
+// WEBPP_FIXTURE=1 runs the same scenario against plain `slipstream serve` nodes with the replica
+// block written into the pages and the agent copied into the site, for working on the agent
+// without the cluster; plain `serve` sends no CORS headers, so Chromium then runs with
+// --disable-web-security. scripts/test does not use it.
+
+import assert from 'node:assert/strict';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+
+import { parseBlock } from '../agent/agent.mjs';
+import {
+  CHROMIUM_ARGS,
+  accessLog,
+  Cleanup,
+  PAGES,
+  Proc,
+  REPO,
+  Toxiproxy,
+  chromiumBinary,
+  freePort,
+  slipstreamBinary,
+  tempDir,
+  waitFor,
+  writeSite,
+} from './harness.mjs';
+
+const FIXTURE = process.env.WEBPP_FIXTURE === '1';
+/** The agent's configuration for the test: probes of a failed replica after 0.4 s, doubling to 3.2 s. */
+const AGENT_CONFIG = { probe_interval_ms: 400, max_probe_interval_ms: 3200 };
+/** Toxiproxy latency (ms, each way of every chunk downstream) per replica at the start. */
+// Far apart, since with the paper's r = 0.95 the newest sample weighs most: one slow sample of
+// the fastest replica (a GC pause, a busy core) can hand a page's requests to the next one.
+const LATENCY = { r1: 200, r2: 10, r3: 120 };
+const SLOWED_MS = 500;
+const TOKEN = 'browser-test-token';
+
+async function playwright() {
+  try {
+    return await import('playwright-core');
+  } catch (e) {
+    throw new Error(`playwright-core is not installed: run \`npm ci\` in web/browser (.ci/run does) (${e.message})`);
+  }
+}
+
+/** One slipstream node: its own copy of the site, config file, data dir and access log. */
+class Node {
+  constructor(cleanup, root, spec) {
+    Object.assign(this, spec);
+    this.cleanup = cleanup;
+    this.dir = join(root, this.name);
+    this.site = join(this.dir, 'site');
+    this.data = join(this.dir, 'data');
+    mkdirSync(this.data, { recursive: true });
+    writeSite(this.site);
+    this.config = join(this.dir, 'node.toml');
+    this.accessLog = join(this.dir, 'access.log');
+    const q = JSON.stringify;
+    const toml = FIXTURE
+      ? `[serve]\naccess_log = ${q(join(this.dir, 'access.log'))}\ncache_control = "no-store"\n`
+      : [
+          '[serve]',
+          `access_log = ${q(join(this.dir, 'access.log'))}`,
+          // Every page load fetches every resource again (no memory or HTTP cache hit), so
+          // each load is 16 exchanges to count.
+          'cache_control = "no-store"',
+          '',
+          '[cluster]',
+          `name = ${q(this.name)}`,
+          `gossip_listen = ${q(`127.0.0.1:${this.gossipPort}`)}`,
+          `seeds = [${this.seeds.map((p) => q(`127.0.0.1:${p}`)).join(', ')}]`,
+          `advertise = ${q(this.advertise)}`,
+          `data_dir = ${q(this.data)}`,
+          `token = ${q(TOKEN)}`,
+          'gossip_interval_ms = 100',
+          'publish = ["/*"]',
+          '',
+          '[cluster.agent]',
+          ...Object.entries(AGENT_CONFIG).map(([k, v]) => `${k} = ${v}`),
+          '',
+        ].join('\n');
+    writeFileSync(this.config, toml);
+  }
+
+  async start() {
+    const args = ['serve', this.site, '--config', this.config, '--listen', `127.0.0.1:${this.port}`];
+    const proc = new Proc(this.name, slipstreamBinary(), args, { env: { ...process.env, RUST_LOG: 'warn' } });
+    this.proc = proc;
+    this.cleanup.add(() => proc.kill());
+    await waitFor(`node ${this.name} on port ${this.port}`, 20000, async () => {
+      if (!proc.alive) throw new Error(`${this.name} exited: ${proc.output()}`);
+      return (await fetch(`http://127.0.0.1:${this.port}/_slipstream/metrics`)).ok;
+    });
+  }
+}
+
+/** Requests per node for the site's resources (GETs of pages, images and scripts), from the access logs. */
+function served(nodes) {
+  const out = {};
+  for (const [name, node] of Object.entries(nodes)) {
+    out[name] = accessLog(node.accessLog).filter((r) => r.method === 'GET' && /^\/(img\/|js\/|index\.html|page2\.html)/.test(r.path)).length;
+  }
+  return out;
+}
+
+function delta(after, before) {
+  const out = {};
+  for (const k of Object.keys(after)) out[k] = after[k] - (before[k] ?? 0);
+  return out;
+}
+
+/** Loads `path` in `page` and checks it is complete: every image decoded, every script run. */
+async function loadComplete(page, origin, path) {
+  await page.goto(origin + path, { waitUntil: 'load', timeout: 30000 });
+  const r = await page.evaluate(() => ({
+    images: [...document.images].map((i) => ({ src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0 })),
+    ran: Object.keys(window.__ran || {}).sort(),
+    controlled: navigator.serviceWorker.controller !== null,
+  }));
+  const broken = r.images.filter((i) => !i.ok).map((i) => i.src);
+  assert.equal(r.images.length, 12, `${path}: images on the page`);
+  assert.deepEqual(broken, [], `${path}: images not loaded`);
+  assert.deepEqual(r.ran, ['s0', 's1', 's2'], `${path}: scripts run`);
+  return r;
+}
+
+/** Requests each page load binds: the page itself, 12 images and 3 scripts. */
+const PER_LOAD = 16;
+
+/**
+ * Loads the pages in turn `n` times; the requests per node they caused, counted in the nodes'
+ * access logs (written by a background thread, so awaited until all `n` loads are counted).
+ */
+async function loadPages(page, origin, nodes, n) {
+  const before = served(nodes);
+  for (let i = 0; i < n; i++) await loadComplete(page, origin, PAGES[i % PAGES.length]);
+  let d;
+  await waitFor(`the access logs to show ${n} page loads`, 10000, () => {
+    d = delta(served(nodes), before);
+    return Object.values(d).reduce((a, b) => a + b, 0) >= PER_LOAD * n;
+  }).catch((e) => {
+    throw new Error(`${e.message}; requests per node: ${JSON.stringify(d)}`);
+  });
+  return d;
+}
+
+function share(bytes, name) {
+  const total = Object.values(bytes).reduce((a, b) => a + b, 0);
+  return total === 0 ? 0 : bytes[name] / total;
+}
+
+async function agentState(page) {
+  return page.evaluate(() => window.slipstreamAgent.state());
+}
+
+/** The fixture site: the block and register.js written into the pages, the agent copied in. */
+function writeFixture(site, origin, replicas) {
+  mkdirSync(join(site, 'agent'), { recursive: true });
+  for (const f of readdirSync(join(REPO, 'web', 'agent'))) {
+    copyFileSync(join(REPO, 'web', 'agent', f), join(site, f === 'sw.js' ? 'sw.js' : join('agent', f)));
+  }
+  for (const p of PAGES) {
+    const html = readFileSync(join(site, p), 'utf8');
+    const urls = {};
+    for (const m of html.matchAll(/(?:src|href)="(\/[^"]*)"/g)) urls[m[1]] = replicas.map((r) => r + m[1]);
+    const block = JSON.stringify({ v: 1, config: AGENT_CONFIG, urls });
+    const head = `<script type="application/json" id="slipstream-replicas">${block}</script><script src="/agent/register.js" defer></script>`;
+    writeFileSync(join(site, p), html.replace('<head>', `<head>${head}`));
+  }
+}
+
+test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, worker restarted', { timeout: 240000 }, async (t) => {
+  const cleanup = new Cleanup();
+  t.after(() => cleanup.run());
+  const { chromium } = await playwright();
+  const chromiumPath = chromiumBinary();
+  const root = tempDir(cleanup, 'slipstream-webpp-');
+
+  // --- the cluster ---------------------------------------------------------------------------
+  const toxi = await Toxiproxy.start(cleanup);
+  const names = ['r1', 'r2', 'r3'];
+  const ports = {};
+  const gossip = {};
+  for (const n of names) {
+    ports[n] = await freePort();
+    gossip[n] = await freePort();
+  }
+  const proxyPort = {};
+  for (const n of names) proxyPort[n] = await toxi.proxy(n, ports[n], LATENCY[n]);
+  const replicaOrigin = (n) => `http://127.0.0.1:${proxyPort[n]}`;
+  const nodes = {};
+  for (const n of names) {
+    nodes[n] = new Node(cleanup, root, {
+      name: n,
+      port: ports[n],
+      gossipPort: gossip[n],
+      seeds: names.filter((m) => m !== n).map((m) => gossip[m]),
+      advertise: replicaOrigin(n),
+    });
+  }
+  const origin = `http://127.0.0.1:${ports.r1}`;
+  if (FIXTURE) {
+    for (const n of names) writeFixture(nodes[n].site, origin, names.map(replicaOrigin));
+  }
+  for (const n of names) await nodes[n].start();
+
+  // Every node's pages must name the three replicas of each resource (the cluster has
+  // gossiped): a page bound to any replica carries that replica's view.
+  const want = new Set(names.map(replicaOrigin));
+  for (const n of names) {
+    const at = `http://127.0.0.1:${ports[n]}`;
+    await waitFor(`${at}/index.html (${n}) to carry a slipstream-replicas block naming the three replicas of every image (is the Web++ server side in this build?)`, 30000, async () => {
+      const html = await (await fetch(`${at}/index.html`)).text();
+      const all = [...html.matchAll(/<script[^>]*id="slipstream-replicas"[^>]*>([\s\S]*?)<\/script>/g)];
+      if (all.length === 0) return false;
+      // Read as the agent reads it (server indexes expanded to physical URLs).
+      const block = parseBlock(all[all.length - 1][1], at);
+      const imgs = block.urls.filter(([k]) => k.startsWith('/img/'));
+      return imgs.length === 12 && imgs.every(([, v]) => new Set(v.map((u) => new URL(u).origin)).size === 3 && v.every((u) => want.has(new URL(u).origin)));
+    });
+  }
+
+  // --- the browser ----------------------------------------------------------------------------
+  const profile = tempDir(cleanup, 'slipstream-webpp-profile-');
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: chromiumPath,
+    headless: true,
+    args: [...CHROMIUM_ARGS, ...(FIXTURE ? ['--disable-web-security'] : [])],
+  });
+  cleanup.add(() => context.close());
+  const page = context.pages()[0] ?? (await context.newPage());
+  // Requests the page or the worker sent to the page's own origin for a replicated resource:
+  // after the first visit there must be none (everything bound to a replica).
+  let plainFetches = 0;
+  context.on('requestfinished', async (r) => {
+    const u = new URL(r.url());
+    if (u.origin !== origin || !/^\/(img|js)\//.test(u.pathname)) return;
+    // The worker's own fetch of the plain URL, or a page request the worker did not answer.
+    const fromWorker = r.serviceWorker() === null && (await r.response())?.fromServiceWorker();
+    if (!fromWorker) plainFetches++;
+  });
+
+  // The phases build on each other: after a failure the rest fail at once instead of waiting
+  // out their deadlines.
+  let failed = null;
+  const phase = (name, fn) =>
+    t.test(name, async (st) => {
+      if (failed) throw new Error(`not run: the phase "${failed}" failed`);
+      try {
+        await fn(st);
+      } catch (e) {
+        failed = name;
+        throw e;
+      }
+    });
+
+  await phase('the first visit registers the agent, which takes the page over', async () => {
+    await loadComplete(page, origin, '/index.html');
+    await waitFor('the agent to be ready and control the page', 15000, () =>
+      page.evaluate(() => window.slipstreamAgent && window.slipstreamAgent.ready.then(() => navigator.serviceWorker.controller !== null)),
+    );
+    const s = await agentState(page);
+    assert.ok(s.urls >= 16, `the agent learnt the page's URLs (${s.urls})`);
+    assert.deepEqual(new Set(s.table.map((e) => e.endpoint)), want);
+    plainFetches = 0;
+  });
+
+  await phase('requests go mostly to the fastest replica', async () => {
+    await loadPages(page, origin, nodes, 4); // warm-up: every replica measured
+    const bytes = await loadPages(page, origin, nodes, 8);
+    t.diagnostic(`requests per replica, 8 loads: ${JSON.stringify(bytes)}`);
+    assert.equal(plainFetches, 0, 'no image or script fetched from the page origin once the agent is in control');
+    assert.ok(share(bytes, 'r2') > 0.6, `r2 (${LATENCY.r2} ms) carried ${(100 * share(bytes, 'r2')).toFixed(0)} % of the requests`);
+    // The agent's own table agrees (a cross-check only: with r = 0.95 one sample slowed by
+    // the browser's own queueing can reorder it for a moment).
+    const s = await agentState(page);
+    const most = [...s.table].sort((a, b) => b.samples - a.samples)[0];
+    assert.equal(most.endpoint, replicaOrigin('r2'), 'r2 has the most samples in the agent\'s table');
+  });
+
+  await phase('a slowed replica loses its traffic to the next fastest', async () => {
+    await toxi.setLatency('r2', SLOWED_MS);
+    let last;
+    await waitFor('the traffic to move from r2 to r3', 60000, async () => {
+      last = await loadPages(page, origin, nodes, 2);
+      return share(last, 'r3') > 0.6;
+    }, 0);
+    t.diagnostic(`requests per replica, last 2 loads: ${JSON.stringify(last)}`);
+  });
+
+  let killedAt;
+  await phase('a replica killed mid-run: every page still loads completely', async () => {
+    const loading = loadComplete(page, origin, '/page2.html');
+    const r3Before = served(nodes).r3;
+    await waitFor('the page load to reach r3', 10000, () => served(nodes).r3 > r3Before, 5);
+    killedAt = performance.now();
+    await nodes.r3.proc.kill('SIGKILL');
+    await loading;
+    const bytes = await loadPages(page, origin, nodes, 4);
+    t.diagnostic(`requests per replica, 4 loads after the kill: ${JSON.stringify(bytes)}`);
+    assert.equal(bytes.r3, 0, 'nothing came through the dead replica');
+    assert.ok(share(bytes, 'r1') > 0.6, `r1 (${LATENCY.r1} ms) took over: ${(100 * share(bytes, 'r1')).toFixed(0)} %`);
+    const s = await agentState(page);
+    const r3 = s.table.find((e) => e.endpoint === replicaOrigin('r3'));
+    assert.equal(r3.live, false, 'the agent marked r3 failed');
+  });
+
+  await phase('the dead replica is probed with growing intervals and used again after it returns', async () => {
+    // Toxiproxy logs each connection it could not pass on to the dead node: a probe (or a
+    // request that raced the failure). Dials within 150 ms of each other are one attempt.
+    const attempts = () => {
+      const groups = [];
+      for (const at of toxi.failedDials('r3', killedAt)) {
+        if (groups.length && at - groups[groups.length - 1].last < 150) groups[groups.length - 1].last = at;
+        else groups.push({ first: at, last: at });
+      }
+      return groups.map((g) => g.first);
+    };
+    // Asking the worker for its state keeps it alive (and its probe timer running).
+    await waitFor('five attempts at the dead replica', 30000, async () => {
+      await agentState(page);
+      return attempts().length >= 5;
+    }, 200);
+    // The first attempt is the request that found r3 dead; then probes F = 0.4 s later, and
+    // 0.8, 1.6, 3.2 s apart (F doubling up to its bound).
+    const at = attempts().slice(0, 5);
+    const gaps = at.slice(1).map((x, i) => x - at[i]);
+    t.diagnostic(`gaps between attempts at r3 (ms): ${gaps.map((g) => g.toFixed(0)).join(', ')}`);
+    const probeGaps = gaps.slice(1);
+    assert.ok(probeGaps[0] > 600, `first probe gap ${probeGaps[0]}`);
+    for (let i = 1; i < probeGaps.length; i++) {
+      assert.ok(probeGaps[i] > 1.5 * probeGaps[i - 1], `probe gaps grow: ${probeGaps.join(', ')}`);
+    }
+    const s = await agentState(page);
+    const r3 = s.table.find((e) => e.endpoint === replicaOrigin('r3'));
+    assert.equal(r3.live, false);
+    assert.equal(r3.probe_interval_ms, AGENT_CONFIG.max_probe_interval_ms, 'F doubled up to its bound');
+
+    await nodes.r3.start();
+    await waitFor('the agent to find r3 alive again', 15000, async () => {
+      const st = await agentState(page);
+      return st.table.find((e) => e.endpoint === replicaOrigin('r3')).live;
+    }, 200);
+    let last;
+    await waitFor('the traffic to come back to r3', 60000, async () => {
+      last = await loadPages(page, origin, nodes, 2);
+      return share(last, 'r3') > 0.6;
+    }, 0);
+    t.diagnostic(`requests per replica after r3 returned: ${JSON.stringify(last)}`);
+  });
+
+  await phase("the agent's state survives a Service Worker restart", async () => {
+    // The state the worker holds and the one it wrote to IndexedDB agree before it is stopped.
+    let before;
+    await waitFor('the worker to have written its state', 10000, async () => {
+      before = await agentState(page);
+      if (before.dirty || before.saved_ms === null) return false;
+      const stored = await page.evaluate(
+        () =>
+          new Promise((resolve, reject) => {
+            const open = indexedDB.open('slipstream-agent');
+            open.onerror = () => reject(open.error);
+            open.onsuccess = () => {
+              const db = open.result;
+              const get = db.transaction('state').objectStore('state').get('agent');
+              get.onsuccess = () => {
+                db.close();
+                resolve(get.result);
+              };
+              get.onerror = () => reject(get.error);
+            };
+          }),
+      );
+      const storedSamples = Object.fromEntries(stored.selector.entries.map((e) => [e.name, e.estimate ? e.estimate.samples : 0]));
+      const live = Object.fromEntries(before.table.map((e) => [e.endpoint, e.samples]));
+      return JSON.stringify(Object.entries(storedSamples).sort()) === JSON.stringify(Object.entries(live).sort());
+    }, 100);
+    assert.ok(before.table.every((e) => e.samples > 0 && e.live), 'every replica measured and live');
+    // The samples measure the replicas (Resource Timing, without the browser's queue), so the
+    // means keep the toxics' order: r3 (120 ms) < r1 (200 ms) < r2 (slowed to 500 ms).
+    const avg = (n) => before.table.find((e) => e.endpoint === replicaOrigin(n)).avg_ms;
+    t.diagnostic(`means (ms): r1 ${avg('r1').toFixed(1)}, r2 ${avg('r2').toFixed(1)}, r3 ${avg('r3').toFixed(1)}; samples by ${JSON.stringify(before.samples_by)}`);
+    assert.ok(avg('r3') < avg('r1') && avg('r1') < avg('r2'), 'the means follow the toxics');
+    // (The fixture's plain `serve` sends no Timing-Allow-Origin: its samples are wall-clock.)
+    if (!FIXTURE) assert.ok(before.samples_by.timing > 0, 'samples taken from Resource Timing');
+
+    const cdp = await context.newCDPSession(page);
+    const versions = new Map();
+    cdp.on('ServiceWorker.workerVersionUpdated', ({ versions: vs }) => {
+      for (const v of vs) versions.set(v.versionId, v.runningStatus);
+    });
+    await cdp.send('ServiceWorker.enable');
+    await cdp.send('ServiceWorker.stopAllWorkers');
+    await waitFor('every service worker to stop', 10000, () => versions.size > 0 && [...versions.values()].every((s) => s === 'stopped'));
+
+    // The latency-table page starts a new worker and shows the restored table.
+    const tablePath = FIXTURE ? '/agent/table.html' : '/_slipstream/agent/table.html';
+    await page.goto(origin + tablePath, { waitUntil: 'load' });
+    await waitFor('the table page to show a new worker with three endpoints', 15000, () =>
+      page.evaluate(
+        (old) =>
+          document.getElementById('meta').dataset.instance !== undefined &&
+          document.getElementById('meta').dataset.instance !== old &&
+          document.querySelectorAll('#table tbody tr').length === 3,
+        before.instance,
+      ),
+    );
+    // WEBPP_SCREENSHOT=FILE.png keeps a picture of the table page for people to look at.
+    if (process.env.WEBPP_SCREENSHOT) await page.screenshot({ path: process.env.WEBPP_SCREENSHOT, fullPage: true });
+    const after = await agentState(page);
+    assert.notEqual(after.instance, before.instance, 'a new worker instance');
+    assert.equal(after.restored, true, 'the new worker read its state from IndexedDB');
+    const pick = (s) => Object.fromEntries(s.table.map((e) => [e.endpoint, { samples: e.samples, avg_ms: e.avg_ms, live: e.live }]));
+    assert.deepEqual(pick(after), pick(before));
+    const rows = await page.$$eval('#table tbody tr', (trs) => trs.map((tr) => [tr.dataset.endpoint, tr.children[2].textContent]));
+    assert.deepEqual(
+      Object.fromEntries(rows),
+      Object.fromEntries(before.table.map((e) => [e.endpoint, String(e.samples)])),
+      'the table page shows the sample counts',
+    );
+
+    // The restored table ranks as the old one did, and the next page goes by it.
+    assert.equal(after.table[0].endpoint, before.table[0].endpoint);
+    const best = names.find((n) => replicaOrigin(n) === after.table[0].endpoint);
+    const bytes = await loadPages(page, origin, nodes, 1);
+    t.diagnostic(`requests per replica, first load after the restart: ${JSON.stringify(bytes)}`);
+    assert.ok(share(bytes, best) > 0.6, `${best}, first in the restored table, served ${(100 * share(bytes, best)).toFixed(0)} %`);
+  });
+});

@@ -1,0 +1,288 @@
+// Unit tests of web/agent/agent.mjs, the agent's decisions without I/O: reading the replica
+// block, binding a logical URL to replicas in the selector's order, fail-over order, probes
+// with F doubling, the bounds, and the JSON state. The browser tests (web/browser/) run the
+// same module inside a real Service Worker against real servers.
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+
+import {
+  AGENT_FORMAT,
+  Agent,
+  MAX_ENDPOINTS,
+  MAX_REPLICAS_PER_URL,
+  MAX_URLS,
+  blockText,
+  endpointOf,
+  logicalKey,
+  parseBlock,
+} from '../agent/agent.mjs';
+
+const ORIGIN = 'http://127.0.0.1:8000';
+const A = 'http://127.0.0.1:21001';
+const B = 'http://127.0.0.1:21002';
+const C = 'http://127.0.0.1:21003';
+const CONFIG = { probe_interval_ms: 1000, max_probe_interval_ms: 16000 };
+
+function block(urls, config = CONFIG) {
+  return parseBlock({ v: 1, config, urls }, ORIGIN);
+}
+
+function agentWith(urls, config = CONFIG) {
+  const a = new Agent({}, 0);
+  a.learn(block(urls, config), 0);
+  return a;
+}
+
+test('blockText finds the block anywhere, the last one counting', () => {
+  const json = '{"v":1,"urls":{}}';
+  const page = `<!doctype html><html><head><script src="/_slipstream/agent/register.js" defer></script></head><body><p>x</p><script type="application/json" id="slipstream-replicas">${json}</script></body></html>`;
+  assert.equal(blockText(page), json);
+  assert.equal(blockText(`<head><SCRIPT id=slipstream-replicas type="application/json">${json}</SCRIPT></head>`), json);
+  // A block the page itself holds is overridden by the server's, appended after it.
+  assert.equal(blockText(`<body><script id="slipstream-replicas">{"v":0}</script><script id="slipstream-replicas">${json}</script></body>`), json);
+  assert.equal(blockText('<html><head><title>x</title></head><script id="other">{}</script></html>'), null);
+  assert.equal(blockText(null), null);
+});
+
+test('parseBlock keeps same-origin keys and absolute http(s) replicas, bounded', () => {
+  const many = Array.from({ length: MAX_REPLICAS_PER_URL + 5 }, (_, i) => `http://127.0.0.1:${30000 + i}/x`);
+  const b = parseBlock(
+    {
+      v: 1,
+      config: { probe_interval_ms: 500, max_probe_interval_ms: 4000 },
+      urls: {
+        '/a.png': [`${A}/a.png`, `${B}/a.png`, `${A}/a.png`, 'ftp://x/a.png', 'not a url', 7],
+        '/q?x=1': [`${C}/q?x=1`],
+        'http://elsewhere.example/z': [`${A}/z`],
+        '/none': ['javascript:alert(1)'],
+        '/many': many,
+      },
+    },
+    ORIGIN,
+  );
+  assert.deepEqual(b.config, { probe_interval_ms: 500, max_probe_interval_ms: 4000 });
+  assert.deepEqual(b.urls, [
+    ['/a.png', [`${A}/a.png`, `${B}/a.png`]],
+    ['/q?x=1', [`${C}/q?x=1`]],
+    ['/many', many.slice(0, MAX_REPLICAS_PER_URL)],
+  ]);
+});
+
+test('parseBlock expands server indexes to the base followed by the logical URL', () => {
+  const b = parseBlock(
+    {
+      v: 1,
+      servers: ['http://r1:8080', 'https://r2', 5],
+      urls: { '/a.png?x=1': [0, 1, 'http://r3/other/a.png', 2, 7, -1, 0.5] },
+    },
+    ORIGIN,
+  );
+  assert.deepEqual(b.urls, [
+    ['/a.png?x=1', ['http://r1:8080/a.png?x=1', 'https://r2/a.png?x=1', 'http://r3/other/a.png']],
+  ]);
+  assert.throws(() => parseBlock({ v: 1, servers: 'x', urls: {} }, ORIGIN), /servers: not a list/);
+});
+
+test('parseBlock refuses a block of another version, shape or configuration', () => {
+  assert.throws(() => parseBlock({ v: 2, urls: {} }, ORIGIN), /version/);
+  assert.throws(() => parseBlock('[]', ORIGIN), /not an object/);
+  assert.throws(() => parseBlock({ v: 1, urls: { '/a': 'x' } }, ORIGIN), /not a list/);
+  assert.throws(() => parseBlock({ v: 1, config: { nope: 1 }, urls: {} }, ORIGIN), /not a field/);
+  assert.throws(() => parseBlock({ v: 1, config: { r: 2 }, urls: {} }, ORIGIN), /\(0, 1\]/);
+  assert.throws(() => parseBlock('{"v":1,', ORIGIN), SyntaxError);
+});
+
+test('logicalKey and endpointOf', () => {
+  assert.equal(logicalKey(`${ORIGIN}/img/a.png?w=2#frag`), '/img/a.png?w=2');
+  assert.equal(endpointOf(`${A}/img/a.png?w=2`), A);
+});
+
+test('plan: unmeasured replicas in block order, then the fastest first, failed last', () => {
+  const a = agentWith({ '/x': [`${A}/x`, `${B}/x`, `${C}/x`], '/y': [`${C}/y`, `${A}/y`] });
+  assert.equal(a.plan('/nothing', 0), null);
+  assert.deepEqual(
+    a.plan('/x', 0).map((c) => c.endpoint),
+    [A, B, C],
+  );
+  // Before a sample the timeout is the default one.
+  assert.equal(a.plan('/x', 0)[0].timeoutMs, 10000);
+  a.record(A, 'answered', 1, 80);
+  a.record(B, 'answered', 2, 10);
+  a.record(C, 'answered', 3, 40);
+  assert.deepEqual(
+    a.plan('/x', 4).map((c) => c.url),
+    [`${B}/x`, `${C}/x`, `${A}/x`],
+  );
+  // /y has no replica on B: its best is C, learnt through /x.
+  assert.deepEqual(
+    a.plan('/y', 4).map((c) => c.url),
+    [`${C}/y`, `${A}/y`],
+  );
+  a.record(B, 'connect_failed', 5);
+  assert.deepEqual(
+    a.plan('/x', 6).map((c) => c.endpoint),
+    [C, A, B],
+  );
+  // A response after the failure makes B live and first again.
+  a.record(B, 'answered', 7, 10);
+  assert.equal(a.plan('/x', 8)[0].endpoint, B);
+});
+
+test('a slowed replica loses its place once its samples say so', () => {
+  const a = agentWith({ '/x': [`${A}/x`, `${B}/x`] });
+  let t = 0;
+  for (let i = 0; i < 10; i++) {
+    a.record(A, 'answered', ++t, 5);
+    a.record(B, 'answered', ++t, 20);
+  }
+  assert.equal(a.plan('/x', t)[0].endpoint, A);
+  let moved = 0;
+  for (let i = 0; i < 10 && a.plan('/x', t)[0].endpoint === A; i++) {
+    a.record(A, 'answered', ++t, 300);
+    moved = i + 1;
+  }
+  assert.equal(a.plan('/x', t)[0].endpoint, B, 'traffic moves off the slowed replica');
+  assert.ok(moved <= 3, `moved after ${moved} slow samples`);
+});
+
+test('probes of a failed endpoint: due after F, F doubling, a URL of that endpoint', () => {
+  const a = agentWith({ '/x': [`${A}/x`, `${B}/x`], '/z': [`${B}/z`] });
+  a.record(A, 'answered', 0, 5);
+  a.record(B, 'answered', 0, 5);
+  a.record(B, 'timed_out', 100);
+  assert.deepEqual(a.dueProbes(100), []);
+  assert.equal(a.nextProbeMs(), 1100);
+  const sent = [];
+  for (let t = 100; t <= 20000; t += 50) {
+    for (const p of a.dueProbes(t)) {
+      assert.equal(p.endpoint, B);
+      assert.equal(p.kind, 'recover');
+      assert.equal(endpointOf(p.url), B);
+      sent.push(t);
+    }
+  }
+  // Due at 1100 (F = 1 s), then 2 s, 4 s, 8 s later.
+  assert.deepEqual(sent, [1100, 3100, 7100, 15100]);
+  // The newest page's URL of B is the one probed.
+  assert.equal(a.probeUrl(B), `${B}/z`);
+});
+
+test('a stale live endpoint is refreshed after the TTL', () => {
+  const a = agentWith({ '/x': [`${A}/x`] }, { ttl_ms: 5000 });
+  a.record(A, 'answered', 0, 5);
+  assert.deepEqual(a.dueProbes(4999), []);
+  assert.equal(a.nextProbeMs(), 5000);
+  assert.deepEqual(
+    a.dueProbes(5000).map((p) => [p.endpoint, p.kind]),
+    [[A, 'refresh']],
+  );
+  assert.deepEqual(a.dueProbes(5001), []);
+});
+
+test('learning is bounded: the oldest URLs are dropped', () => {
+  const a = new Agent({}, 0);
+  const urls = {};
+  for (let i = 0; i < MAX_URLS; i++) urls[`/u${i}`] = [`${A}/u${i}`];
+  a.learn(block(urls), 0);
+  a.learn(block({ '/new': [`${B}/new`] }), 1);
+  assert.equal(a.urlCount, MAX_URLS);
+  assert.equal(a.replicas('/u0'), null);
+  assert.deepEqual(a.replicas('/new'), [`${B}/new`]);
+  assert.deepEqual(
+    a.selector.health(2).map(([n]) => n),
+    [A, B],
+  );
+});
+
+test('an endpoint the pages stop naming keeps its history and is probed until it answers', () => {
+  const a = agentWith({ '/x': [`${A}/x`, `${B}/x`] });
+  a.record(A, 'answered', 0, 5);
+  a.record(B, 'answered', 0, 50);
+  a.record(A, 'connect_failed', 10);
+  // The server, finding A's node dead, lists only B now.
+  a.learn(block({ '/x': [`${B}/x`] }), 20);
+  assert.deepEqual(
+    a.plan('/x', 20).map((c) => c.endpoint),
+    [B],
+  );
+  assert.equal(a.selector.estimate(A).samples, 1, 'A keeps its history');
+  assert.deepEqual(
+    a.dueProbes(1010).map((p) => [p.endpoint, p.url]),
+    [[A, `${A}/x`]],
+  );
+  // A answers a probe, and the server lists it again: it is the fastest again at once.
+  a.record(A, 'answered', 1020, 5);
+  a.learn(block({ '/x': [`${B}/x`, `${A}/x`] }), 1030);
+  assert.equal(a.plan('/x', 1030)[0].endpoint, A);
+});
+
+test('the endpoints are bounded: the one named longest ago is forgotten', () => {
+  const a = new Agent({}, 0);
+  for (let i = 0; i <= MAX_ENDPOINTS; i++) a.learn(block({ [`/e${i}`]: [`http://127.0.0.1:${20000 + i}/e`] }), i);
+  const names = a.selector.health(0).map(([n]) => n);
+  assert.equal(names.length, MAX_ENDPOINTS);
+  assert.ok(!names.includes('http://127.0.0.1:20000'));
+  assert.ok(names.includes(`http://127.0.0.1:${20000 + MAX_ENDPOINTS}`));
+  assert.equal(a.probeUrl('http://127.0.0.1:20000'), null);
+});
+
+test('a new configuration applies and keeps the latency table', () => {
+  const a = agentWith({ '/x': [`${A}/x`] });
+  a.record(A, 'answered', 0, 40);
+  a.learn(block({ '/x': [`${A}/x`] }, { probe_interval_ms: 300, max_probe_interval_ms: 900 }), 1);
+  assert.equal(a.selector.config.probe_interval_ms, 300);
+  assert.equal(a.selector.estimate(A).samples, 1);
+  assert.equal(a.selector.estimate(A).avg_ms, 40);
+});
+
+test('the JSON state round-trips: same table, same choices', () => {
+  const a = agentWith({ '/x': [`${A}/x`, `${B}/x`, `${C}/x`] });
+  a.record(A, 'answered', 1, 30);
+  a.record(B, 'answered', 2, 10);
+  a.record(C, 'connect_failed', 3);
+  const text = JSON.stringify(a);
+  const b = Agent.fromJSON(text);
+  assert.equal(JSON.parse(text).format, AGENT_FORMAT);
+  assert.deepEqual(b.table(10), a.table(10));
+  assert.deepEqual(b.plan('/x', 10), a.plan('/x', 10));
+  assert.deepEqual(b.dueProbes(2000), a.dueProbes(2000));
+  assert.deepEqual(b.overrides, a.overrides);
+  // Losing a part of the state changes something observable, or is refused.
+  const s = JSON.parse(text);
+  assert.throws(() => Agent.fromJSON({ ...s, format: 'x' }), /format/);
+  assert.throws(() => Agent.fromJSON({ ...s, urls: [['/x', 'nope']] }), /bad entry/);
+  assert.throws(() => Agent.fromJSON({ ...s, endpoints: [[A, `${B}/x`]] }), /bad entry/);
+  assert.equal(Agent.fromJSON({ ...s, endpoints: [] }).probeUrl(A), null);
+  assert.equal(Agent.fromJSON({ ...s, urls: [] }).plan('/x', 10), null);
+});
+
+test('the table shows estimates, scores, health and the probe schedule', () => {
+  const a = agentWith({ '/x': [`${A}/x`, `${B}/x`] });
+  a.record(A, 'answered', 1, 30);
+  a.record(B, 'answered', 1, 10);
+  a.record(B, 'answered', 2, 14);
+  a.record(A, 'broken', 3);
+  const [first, second] = a.table(4);
+  assert.equal(first.endpoint, B);
+  assert.equal(first.live, true);
+  assert.equal(first.samples, 2);
+  assert.ok(first.score_ms > 10 && first.score_ms < 14);
+  assert.equal(first.next_probe_ms, null);
+  assert.equal(second.endpoint, A);
+  assert.equal(second.live, false);
+  assert.equal(second.probe_interval_ms, 1000);
+  assert.equal(second.next_probe_ms, 1003);
+  assert.equal(second.urls, 1);
+});
+
+test('the agent core reads no clock, draws no randomness and uses no browser or Node API', () => {
+  const src = readFileSync(new URL('../agent/agent.mjs', import.meta.url), 'utf8')
+    .split('\n')
+    .filter((l) => !l.trim().startsWith('//') && !l.trim().startsWith('*') && !l.trim().startsWith('/**'))
+    .join('\n');
+  for (const forbidden of ['Date', 'performance', 'Math.random', 'crypto', 'fetch(', 'indexedDB', 'setTimeout', 'process', 'require(']) {
+    assert.ok(!src.includes(forbidden), `agent.mjs uses ${forbidden}`);
+  }
+});

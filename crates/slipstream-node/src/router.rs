@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use http::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
+use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use slipstream_http::metrics::Registry;
@@ -74,10 +74,7 @@ impl Router {
 /// Answers only GET and HEAD with `body`; anything else gets 405 with `Allow`.
 pub fn read_only(method: &Method, content_type: &'static str, body: Bytes) -> Response<Body> {
     if method != Method::GET && method != Method::HEAD {
-        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
-        r.headers_mut()
-            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return r;
+        return crate::respond::method_not_allowed("GET, HEAD");
     }
     let mut r = Response::new(if method == Method::HEAD {
         Body::empty()

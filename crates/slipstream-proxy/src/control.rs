@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use http::header::{HeaderValue, ALLOW, AUTHORIZATION, WWW_AUTHENTICATE};
+use http::header::{HeaderValue, ALLOW};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
@@ -100,30 +100,10 @@ fn purge_url(inner: &Inner, url: &str) -> Response<Body> {
 
 /// `Err` holds the refusal to send.
 fn authorised<B>(inner: &Inner, req: &Request<B>) -> Result<(), Box<Response<Body>>> {
-    let Some(token) = &inner.settings.purge_token else {
-        return Err(Box::new(text(
-            StatusCode::FORBIDDEN,
-            "purging is disabled: set purge_token in the config",
-        )));
-    };
-    let given = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if given.is_some_and(|g| constant_time_eq(g.trim().as_bytes(), token.as_bytes())) {
-        return Ok(());
-    }
-    let mut r = text(
-        StatusCode::UNAUTHORIZED,
+    slipstream_node::respond::bearer(
+        req.headers(),
+        inner.settings.purge_token.as_deref(),
+        "purging is disabled: set purge_token in the config",
         "purging needs Authorization: Bearer TOKEN",
-    );
-    r.headers_mut()
-        .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    Err(Box::new(r))
-}
-
-/// Compares without leaking where the first difference is.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    )
 }

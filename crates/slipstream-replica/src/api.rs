@@ -25,7 +25,7 @@ use hyper::body::Incoming;
 use parking_lot::Mutex;
 use serde_json::json;
 use slipstream_http::Body;
-use slipstream_node::respond::{json, text};
+use slipstream_node::respond::{json, method_not_allowed, text};
 use slipstream_node::{Endpoint, Node, Service};
 
 use crate::cluster::{Cluster, Written};
@@ -158,30 +158,12 @@ impl Api {
     }
 
     fn authorized(&self, headers: &HeaderMap) -> Result<(), Box<Response<Body>>> {
-        let Some(token) = &self.token else {
-            return Err(Box::new(text(
-                StatusCode::FORBIDDEN,
-                "the replica API is read-only on this node: set `token` in its [cluster] table",
-            )));
-        };
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        match given {
-            Some(given) if constant_time_eq(given.trim().as_bytes(), token.as_bytes()) => Ok(()),
-            _ => {
-                let mut r = text(
-                    StatusCode::UNAUTHORIZED,
-                    "the replica API needs `Authorization: Bearer <token>` with this cluster's token",
-                );
-                r.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"slipstream\""),
-                );
-                Err(Box::new(r))
-            }
-        }
+        slipstream_node::respond::bearer(
+            headers,
+            self.token.as_deref(),
+            "the replica API is read-only on this node: set `token` in its [cluster] table",
+            "the replica API needs `Authorization: Bearer <token>` with this cluster's token",
+        )
     }
 
     async fn get(&self, method: &Method, headers: &HeaderMap, url: &str) -> Response<Body> {
@@ -456,11 +438,6 @@ fn internal(e: &dyn std::error::Error) -> Response<Body> {
     )
 }
 
-/// Compares secrets in time independent of where they differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// Adds the CORS and Resource Timing headers a client agent on another origin needs.
 pub fn cors(mut r: Response<Body>) -> Response<Body> {
     add_cors(r.headers_mut());
@@ -507,13 +484,6 @@ fn head_only(method: &Method, mut r: Response<Body>) -> Response<Body> {
     r
 }
 
-fn method_not_allowed(allow: &'static str) -> Response<Body> {
-    let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
-    r.headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static(allow));
-    r
-}
-
 #[derive(Debug)]
 struct Replicas(Api);
 
@@ -556,13 +526,13 @@ impl Endpoint for Resolve {
             Ok(l) => l,
             Err(why) => return cors(text(StatusCode::BAD_REQUEST, &why)),
         };
-        let view = self.0.view();
-        let replicas = view.resolve(&logical);
+        // Under the view's lock, not a copy of the whole view: this is the name service's path.
+        let (replicas, version) = self.0.resolve_versioned(&logical);
         let body = json!({
             "url": asked,
             "logical": logical,
             "replicas": replicas,
-            "version": view.version,
+            "version": version,
         });
         let mut r = head_only(req.method(), json(StatusCode::OK, &body));
         r.headers_mut()

@@ -294,6 +294,12 @@ impl Cluster {
         self.view.read().resolve(url)
     }
 
+    /// [`Cluster::resolve`], with the version of the view it was made from.
+    pub fn resolve_versioned(&self, url: &str) -> (Vec<String>, u64) {
+        let view = self.view.read();
+        (view.resolve(url), view.version)
+    }
+
     /// The view's version; it changes whenever a resolution may have.
     pub fn version(&self) -> u64 {
         self.view.read().version

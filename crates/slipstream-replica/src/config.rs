@@ -130,21 +130,6 @@ impl Default for Config {
     }
 }
 
-/// The agent settings a node may pass on.
-const AGENT_FIELDS: &[&str] = &[
-    "r",
-    "choice_percentile",
-    "timeout_percentile",
-    "weight_share",
-    "ttl_ms",
-    "probe_interval_ms",
-    "max_probe_interval_ms",
-    "default_timeout_ms",
-    "min_timeout_ms",
-    "min_timeout_factor",
-    "max_timeout_ms",
-];
-
 /// A `[cluster]` table that cannot work.
 #[derive(Debug, thiserror::Error)]
 #[error("[cluster] {field}: {reason}")]
@@ -262,24 +247,29 @@ impl Config {
                 Err(e) => Err(invalid("publish", format!("`{p}`: {e}"))),
             })
             .collect::<Result<_, _>>()?;
+        // The agent's settings, checked by the selector the agent ports, under the same names:
+        // what the node passes on, the browser accepts.
         let mut agent = serde_json::Map::new();
+        let mut refresh = slipstream_select::config::Refresh::default();
         for (key, value) in &self.agent {
-            if !AGENT_FIELDS.contains(&key.as_str()) {
+            let number = value
+                .as_float()
+                .or_else(|| value.as_integer().map(|i| i as f64))
+                .ok_or_else(|| invalid("agent", format!("`{key}` must be a number")))?;
+            if !refresh.set(key, number) {
                 return Err(invalid(
                     "agent",
                     format!(
                         "unknown setting `{key}`; known: {}",
-                        AGENT_FIELDS.join(", ")
+                        slipstream_select::config::Refresh::FIELDS.join(", ")
                     ),
                 ));
             }
-            let number = value
-                .as_float()
-                .or_else(|| value.as_integer().map(|i| i as f64))
-                .filter(|n| n.is_finite() && *n >= 0.0)
-                .ok_or_else(|| invalid("agent", format!("`{key}` must be a number")))?;
             agent.insert(key.clone(), serde_json::json!(number));
         }
+        refresh
+            .check()
+            .map_err(|e| invalid("agent", e.to_string()))?;
         let placement = if self.placement.enabled {
             let p = &self.placement;
             if token.is_none() {
@@ -398,6 +388,13 @@ mod tests {
             (
                 Config {
                     agent: toml::toml! { probe_interval_ms = "soon" },
+                    ..Config::default()
+                },
+                "agent",
+            ),
+            (
+                Config {
+                    agent: toml::toml! { r = 2.0 },
                     ..Config::default()
                 },
                 "agent",

@@ -437,8 +437,10 @@ fn script_safe(json: &str) -> String {
 }
 
 /// The path (with query, without fragment) of a URL written in a page at `base`, when it names
-/// this origin: root-relative (`/a`) or relative (`a`, `../a`). Absolute and
-/// scheme-relative URLs, and `data:`/`javascript:` and the like, are left alone.
+/// this origin: root-relative (`/a`) or relative (`a`, `../a`), resolved as RFC 3986 §5.2 does
+/// (merge with the base's directory, §5.2.3; remove dot segments, §5.2.4; a query-only reference
+/// keeps the base path). Absolute and scheme-relative URLs, and `data:`/`javascript:` and the
+/// like, are left alone. `<base href>` is not followed.
 pub fn same_origin_path(base: &str, raw: &str) -> Option<String> {
     let raw = raw.split('#').next().unwrap_or_default();
     if raw.is_empty() || raw.starts_with("//") {
@@ -505,10 +507,7 @@ pub struct ServiceWorker;
 
 fn agent_file(method: &Method, name: &str) -> Response<Body> {
     if method != Method::GET && method != Method::HEAD {
-        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
-        r.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return r;
+        return slipstream_node::respond::method_not_allowed("GET, HEAD");
     }
     let Some((_, bytes)) = files::FILES.iter().find(|(n, _)| *n == name) else {
         let names: Vec<&str> = files::FILES.iter().map(|(n, _)| *n).collect();

@@ -97,7 +97,46 @@ impl Default for Config {
 }
 
 impl Config {
-    fn check(&self) -> Result<(), ConfigError> {
+    /// The names [`Config::set`] takes: those of the shared test vectors and of the browser
+    /// agent (`web/agent/select.mjs`), durations in milliseconds.
+    pub const FIELDS: &'static [&'static str] = &[
+        "r",
+        "choice_percentile",
+        "timeout_percentile",
+        "weight_share",
+        "ttl_ms",
+        "probe_interval_ms",
+        "max_probe_interval_ms",
+        "default_timeout_ms",
+        "min_timeout_ms",
+        "min_timeout_factor",
+        "max_timeout_ms",
+    ];
+
+    /// Sets one field by its vector and agent name ([`Config::FIELDS`]); a duration in
+    /// milliseconds is kept in whole nanoseconds, as the agent rounds it. Returns false for an
+    /// unknown name. [`Config::check`] says whether the result works.
+    pub fn set(&mut self, field: &str, value: f64) -> bool {
+        let ms = || Duration::from_nanos((value * 1e6).round() as u64);
+        match field {
+            "r" => self.r = value,
+            "choice_percentile" => self.choice_percentile = value,
+            "timeout_percentile" => self.timeout_percentile = value,
+            "weight_share" => self.weight_share = value,
+            "ttl_ms" => self.ttl = ms(),
+            "probe_interval_ms" => self.probe_interval = ms(),
+            "max_probe_interval_ms" => self.max_probe_interval = ms(),
+            "default_timeout_ms" => self.default_timeout = ms(),
+            "min_timeout_ms" => self.min_timeout = ms(),
+            "min_timeout_factor" => self.min_timeout_factor = value,
+            "max_timeout_ms" => self.max_timeout = ms(),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Whether the configuration can work ([`Refresh::new`] refuses one that cannot).
+    pub fn check(&self) -> Result<(), ConfigError> {
         let unit = |v: f64| v > 0.0 && v < 1.0;
         if !(self.r > 0.0 && self.r <= 1.0) {
             return Err(ConfigError::new("r", "must be in (0, 1]"));

@@ -65,20 +65,8 @@ fn refresh_config(v: Option<&Value>) -> Result<config::Refresh, String> {
     let mut c = config::Refresh::default();
     let Some(v) = v else { return Ok(c) };
     for (key, value) in object(v, "config")? {
-        let x = num(value, key)?;
-        match key.as_str() {
-            "r" => c.r = x,
-            "choice_percentile" => c.choice_percentile = x,
-            "timeout_percentile" => c.timeout_percentile = x,
-            "weight_share" => c.weight_share = x,
-            "ttl_ms" => c.ttl = duration_ms(x),
-            "probe_interval_ms" => c.probe_interval = duration_ms(x),
-            "max_probe_interval_ms" => c.max_probe_interval = duration_ms(x),
-            "default_timeout_ms" => c.default_timeout = duration_ms(x),
-            "min_timeout_ms" => c.min_timeout = duration_ms(x),
-            "min_timeout_factor" => c.min_timeout_factor = x,
-            "max_timeout_ms" => c.max_timeout = duration_ms(x),
-            other => return Err(format!("config: unknown field {other}")),
+        if !c.set(key, num(value, key)?) {
+            return Err(format!("config: unknown field {key}"));
         }
     }
     Ok(c)

@@ -34,7 +34,13 @@ pub struct Args {
     pub repeat: u32,
 }
 
-type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
+/// A plain-HTTP client for small bodiless requests (resolutions, fetches).
+pub type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
+
+/// A pooled [`HttpClient`].
+pub fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let url: Uri = args
@@ -55,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 async fn fetch(args: Args, url: Uri) -> anyhow::Result<()> {
-    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    let client = client();
     let base = match &args.resolver {
         Some(r) => r.trim_end_matches('/').to_owned(),
         None => format!(
@@ -106,9 +112,10 @@ async fn fetch(args: Args, url: Uri) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The replicas `base` names for `url`.
-async fn resolve(client: &HttpClient, base: &str, url: &str) -> anyhow::Result<Vec<String>> {
-    let query: String = form_encode(url);
+/// The replicas a cluster member at `base` names for `url` (its `/_slipstream/resolve`); none
+/// when `base` is not a cluster member (404).
+pub async fn resolve(client: &HttpClient, base: &str, url: &str) -> anyhow::Result<Vec<String>> {
+    let query: String = form_urlencoded::byte_serialize(url.as_bytes()).collect();
     let uri: Uri = format!("{base}/_slipstream/resolve?url={query}")
         .parse()
         .context("the resolver's URL")?;
@@ -154,17 +161,6 @@ fn endpoint_of(url: &str) -> String {
         .ok()
         .and_then(|u| Some(format!("{}://{}", u.scheme_str()?, u.authority()?)))
         .unwrap_or_else(|| url.to_owned())
-}
-
-fn form_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 struct Got {

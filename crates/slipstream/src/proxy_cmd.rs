@@ -225,67 +225,40 @@ pub async fn spawn(settings: slipstream_proxy::Settings) -> anyhow::Result<Socke
 /// servers publishing the whole site, `publish = ["/*"]`), asking every `every`. An error or an
 /// empty answer leaves the origins as they are.
 async fn follow_directory(proxy: Proxy, base: http::Uri, every: std::time::Duration) {
-    use http_body_util::{BodyExt, Empty};
-    let client: hyper_util::client::legacy::Client<_, Empty<bytes::Bytes>> =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build_http();
-    let uri: http::Uri = match format!(
-        "{}/_slipstream/resolve?url=/",
-        base.to_string().trim_end_matches('/')
-    )
-    .parse()
-    {
-        Ok(u) => u,
-        Err(e) => {
-            tracing::error!("origin directory: {e}");
-            return;
-        }
-    };
+    let client = crate::get_cmd::client();
+    let base = base.to_string().trim_end_matches('/').to_owned();
     let scheme = proxy.settings().origin_scheme.clone();
     let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut current: Vec<http::uri::Authority> = proxy.settings().origins.clone();
     loop {
         ticker.tick().await;
-        let answer = async {
-            let res = client.get(uri.clone()).await.map_err(|e| e.to_string())?;
-            if !res.status().is_success() {
-                return Err(format!("answered {}", res.status()));
+        match crate::get_cmd::resolve(&client, &base, "/").await {
+            Err(e) => tracing::warn!("origin directory: {e:#}; the origins stay as they are"),
+            Ok(list) => {
+                let found = origins_of(&list, &scheme);
+                if found.is_empty() {
+                    tracing::warn!(
+                        "origin directory {base}: no live server publishes `/`; the origins stay as they are"
+                    );
+                } else if found != current {
+                    let shown: Vec<String> =
+                        found.iter().map(|a| format!("{scheme}://{a}")).collect();
+                    println!("origins from the directory: {}", shown.join(", "));
+                    proxy.set_origins(&found);
+                    current = found;
+                }
             }
-            let bytes = res
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| e.to_string())?
-                .to_bytes();
-            let v: serde_json::Value =
-                serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))?;
-            let list = v["replicas"].as_array().ok_or("no `replicas` list")?;
-            Ok::<_, String>(origins_of(list, &scheme))
-        }
-        .await;
-        match answer {
-            Err(e) => tracing::warn!("origin directory {uri}: {e}; the origins stay as they are"),
-            Ok(found) if found.is_empty() => {
-                tracing::warn!("origin directory {uri}: no live server publishes `/`; the origins stay as they are")
-            }
-            Ok(found) if found != current => {
-                let shown: Vec<String> = found.iter().map(|a| format!("{scheme}://{a}")).collect();
-                println!("origins from the directory: {}", shown.join(", "));
-                proxy.set_origins(&found);
-                current = found;
-            }
-            Ok(_) => {}
         }
     }
 }
 
 /// The servers among a resolution of `/`: physical URLs of this scheme whose path is `/` (a
 /// server's document root; a stored replica of `/` alone is not a whole site), sorted.
-fn origins_of(list: &[serde_json::Value], scheme: &http::uri::Scheme) -> Vec<http::uri::Authority> {
+fn origins_of(list: &[String], scheme: &http::uri::Scheme) -> Vec<http::uri::Authority> {
     let mut found: Vec<http::uri::Authority> = list
         .iter()
-        .filter_map(|v| v.as_str()?.parse::<http::Uri>().ok())
+        .filter_map(|v| v.parse::<http::Uri>().ok())
         .filter(|u| u.scheme() == Some(scheme) && u.path() == "/")
         .filter_map(|u| u.authority().cloned())
         .collect();

@@ -5,8 +5,10 @@
 //! caller's own when the policy has none), `hedge_after` for a second request, and `probes`
 //! sent off the request path after the request.
 //!
-//! `optimal` is the same loop with every endpoint started at once: the first whole response
-//! wins and the others are cancelled.
+//! `optimal` is the same loop with every endpoint started at once, as 001 §6.1's optimal system
+//! "sends three requests in parallel and waits for the first response". That the first *whole*
+//! response wins (not the first response head) and the others are cancelled is this harness's
+//! choice; the paper does not say.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -40,22 +40,24 @@ pub struct Webpp {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Wall-clock seconds of the compressed day.
-    #[arg(long, default_value_t = 360.0)]
+    #[arg(long, default_value_t = 360.0, conflicts_with = "quick")]
     pub day_secs: f64,
     /// Multiplies every latency (RTTs, jitter, service delays, time-outs) and divides every
     /// bandwidth.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, conflicts_with = "quick")]
     pub scale: f64,
     /// A run of seconds for tests: a 4-second day at a tenth of the latencies.
     #[arg(long)]
     pub quick: bool,
-    /// Refresh's TTL in minutes of the compressed day (001 §6: 41).
-    #[arg(long, default_value_t = 41.0)]
-    pub ttl_minutes: f64,
+    /// Refresh's TTL in minutes of the compressed day (default: the library's, 001 Fig. 10,
+    /// §6.1: 41).
+    #[arg(long)]
+    pub ttl_minutes: Option<f64>,
     /// Refresh's first probe interval F of a failed replica, in hours of the compressed day
-    /// (001 §6: 28.8, a mean time to repair of Internet servers).
-    #[arg(long, default_value_t = 28.8)]
-    pub f_hours: f64,
+    /// (default: the library's, 001 Fig. 10, §6.1: 28.8, a mean time to repair of Internet
+    /// servers).
+    #[arg(long)]
+    pub f_hours: Option<f64>,
     /// The hedged policy's percentile of its endpoint's recent latencies.
     #[arg(long, default_value_t = 95.0)]
     pub hedge_percentile: f64,
@@ -114,9 +116,26 @@ pub fn run(args: Webpp) -> anyhow::Result<()> {
         (args.day_secs, args.scale)
     };
     anyhow::ensure!(
-        day_secs > 0.0 && scale > 0.0,
+        day_secs > 0.0 && day_secs.is_finite() && scale > 0.0 && scale.is_finite(),
         "--day-secs and --scale must be positive"
     );
+    let defaults = config::Refresh::default();
+    let ttl_minutes = args
+        .ttl_minutes
+        .unwrap_or(defaults.ttl.as_secs_f64() / 60.0);
+    let f_hours = args
+        .f_hours
+        .unwrap_or(defaults.probe_interval.as_secs_f64() / 3600.0);
+    anyhow::ensure!(
+        ttl_minutes > 0.0 && ttl_minutes.is_finite() && f_hours > 0.0 && f_hours.is_finite(),
+        "--ttl-minutes and --f-hours must be positive"
+    );
+    let (refresh, caller_timeout) = refresh_config(day_secs, scale, ttl_minutes, f_hours);
+    // Every configuration is checked before anything is created or started.
+    refresh
+        .check()
+        .context("the compressed Refresh configuration")?;
+    lanes(0, &refresh, args.hedge_percentile, caller_timeout)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -124,14 +143,50 @@ pub fn run(args: Webpp) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    anyhow::ensure!(
-        args.ttl_minutes > 0.0 && args.f_hours > 0.0,
-        "--ttl-minutes and --f-hours must be positive"
-    );
-    let (world, params, records, probes, served) =
-        runtime.block_on(async { experiment(day_secs, scale, &args).await })?;
+    let params = Params {
+        seed: args.seed,
+        day_secs,
+        scale,
+        hedge_percentile: args.hedge_percentile,
+        ttl_minutes,
+        f_hours,
+        refresh_ttl_s: refresh.ttl.as_secs_f64(),
+        refresh_f_s: refresh.probe_interval.as_secs_f64(),
+        caller_timeout_s: caller_timeout.as_secs_f64(),
+        label: args.label.clone(),
+    };
+    let (world, records, probes, served) = runtime
+        .block_on(async { experiment(day_secs, scale, &args, &refresh, caller_timeout).await })?;
     runtime.shutdown_timeout(Duration::from_secs(1));
     report::write(&args.out, &world, &params, &records, &probes, &served)
+}
+
+/// Refresh's configuration for a day of `day_secs` at `scale`, and the caller's time-out: the
+/// library's defaults (001 Fig. 10), with the TTL (`ttl_minutes`) and F (`f_hours`, its bound
+/// scaled with it) compressed as parts of the day, and the time-outs, which are latencies,
+/// multiplied by `scale`.
+fn refresh_config(
+    day_secs: f64,
+    scale: f64,
+    ttl_minutes: f64,
+    f_hours: f64,
+) -> (config::Refresh, Duration) {
+    let d = config::Refresh::default();
+    let compress = day_secs / (24.0 * 3600.0);
+    let f = Duration::from_secs_f64(f_hours * 3600.0);
+    let f_ratio = f.as_secs_f64() / d.probe_interval.as_secs_f64();
+    let refresh = config::Refresh {
+        ttl: Duration::from_secs_f64(ttl_minutes * 60.0 * compress),
+        probe_interval: f.mul_f64(compress),
+        max_probe_interval: d.max_probe_interval.mul_f64(f_ratio * compress),
+        default_timeout: d.default_timeout.mul_f64(scale),
+        min_timeout: d.min_timeout.mul_f64(scale),
+        max_timeout: d.max_timeout.mul_f64(scale),
+        ..d
+    };
+    // The caller's own time-out, for the policies that have none: Refresh's first one.
+    let caller_timeout = refresh.default_timeout;
+    (refresh, caller_timeout)
 }
 
 /// Probe counts per (policy, size), each by day hour: `(policy, size, refresh, recover)`.
@@ -141,7 +196,9 @@ async fn experiment(
     day_secs: f64,
     scale: f64,
     args: &Webpp,
-) -> anyhow::Result<(Arc<World>, Params, Vec<Record>, Probes, Vec<(u64, u64)>)> {
+    refresh: &config::Refresh,
+    caller_timeout: Duration,
+) -> anyhow::Result<(Arc<World>, Vec<Record>, Probes, Vec<(u64, u64)>)> {
     let (seed, hedge_percentile) = (args.seed, args.hedge_percentile);
     // The servers and relays start before the clock does.
     let placeholder = World::new(
@@ -168,29 +225,6 @@ async fn experiment(
         }
         links.push(row);
     }
-    // 001 §6 (Fig. 10): TTL 41 minutes and F 28.8 hours, as parts of the compressed day.
-    let refresh = config::Refresh {
-        ttl: world.day_minutes(args.ttl_minutes),
-        probe_interval: world.day_minutes(args.f_hours * 60.0),
-        max_probe_interval: world.day_minutes(args.f_hours * 60.0 * 16.0),
-        default_timeout: world.scaled(10_000.0),
-        min_timeout: world.scaled(1_000.0),
-        max_timeout: world.scaled(60_000.0),
-        ..config::Refresh::default()
-    };
-    let caller_timeout = world.scaled(10_000.0);
-    let params = Params {
-        seed,
-        day_secs,
-        scale,
-        hedge_percentile,
-        ttl_minutes: args.ttl_minutes,
-        f_hours: args.f_hours,
-        refresh_ttl_s: refresh.ttl.as_secs_f64(),
-        refresh_f_s: refresh.probe_interval.as_secs_f64(),
-        caller_timeout_s: caller_timeout.as_secs_f64(),
-        label: args.label.clone(),
-    };
     tokio::time::sleep_until(world.start.into()).await;
 
     let mut tasks = Vec::new();
@@ -199,7 +233,7 @@ async fn experiment(
             let lane_seed = seed
                 .wrapping_mul(1_000)
                 .wrapping_add((site * SIZES.len() + k) as u64);
-            let lanes = lanes(lane_seed, &refresh, hedge_percentile, caller_timeout)?;
+            let lanes = lanes(lane_seed, refresh, hedge_percentile, caller_timeout)?;
             let world = world.clone();
             let links = links[site].clone();
             tasks.push(tokio::spawn(async move {
@@ -223,7 +257,7 @@ async fn experiment(
             )
         })
         .collect();
-    Ok((world, params, records, probes, served))
+    Ok((world, records, probes, served))
 }
 
 /// The five policies of one lane, freshly built.
@@ -273,7 +307,8 @@ fn lanes(
 }
 
 /// One client site fetching one size: slot after slot until the day ends, the five policies
-/// of a slot at once, each on the slot's file.
+/// of a slot at once, each on the slot's file. A closed loop, as 001 §6.1: "Each client
+/// generated a new request only after receiving a response to a previously sent request".
 async fn lane(
     world: Arc<World>,
     site: usize,

@@ -130,7 +130,8 @@ impl World {
         let mut rng = StdRng::seed_from_u64(seed);
         let loads = (0..REPLICAS.len())
             .map(|r| {
-                // Office hours peak at 13:00 local time, in EST.
+                // Office hours peak at 13:00 local time, in EST: this harness's assumption (001
+                // §6.1 only calls noon EST "peak office hours").
                 let peak_h = (13.0 - (REPLICA_UTC_H[r] - REPLICA_UTC_H[SINGLE])).rem_euclid(24.0);
                 let spikes = (0..rng.gen_range(2..=5))
                     .map(|_| {
@@ -197,16 +198,6 @@ impl World {
     /// Whether `replica` is out at `now`.
     pub fn down(&self, replica: usize, now: Instant) -> bool {
         self.loads[replica].down(self.hour(now))
-    }
-
-    /// A latency of `ms` unscaled milliseconds, scaled.
-    pub fn scaled(&self, ms: f64) -> Duration {
-        Duration::from_secs_f64(ms * self.scale / 1e3)
-    }
-
-    /// A duration of the compressed day: `minutes` of a real day.
-    pub fn day_minutes(&self, minutes: f64) -> Duration {
-        self.day.mul_f64(minutes / (24.0 * 60.0))
     }
 }
 

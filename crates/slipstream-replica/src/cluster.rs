@@ -106,8 +106,12 @@ pub struct View {
 impl View {
     /// The physical URLs of `url`'s replicas on live nodes.
     pub fn resolve(&self, url: &str) -> Vec<String> {
-        self.directory
-            .resolve_among(url, |node| self.nodes.get(node).is_some_and(|n| n.live))
+        self.directory.resolve_among(url, |node| self.is_live(node))
+    }
+
+    /// Whether the failure detector holds `node` alive.
+    pub fn is_live(&self, node: &str) -> bool {
+        self.nodes.get(node).is_some_and(|n| n.live)
     }
 }
 
@@ -298,6 +302,11 @@ impl Cluster {
     pub fn resolve_versioned(&self, url: &str) -> (Vec<String>, u64) {
         let view = self.view.read();
         (view.resolve(url), view.version)
+    }
+
+    /// Runs `f` on this node's view, held for reading (keep `f` short: gossip waits).
+    pub fn read_view<R>(&self, f: impl FnOnce(&View) -> R) -> R {
+        f(&self.view.read())
     }
 
     /// The view's version; it changes whenever a resolution may have.

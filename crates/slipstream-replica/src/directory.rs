@@ -317,6 +317,15 @@ impl Own {
     }
 }
 
+/// The pattern that decides a URL's resolution ([`Directory::decider`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decider<'a> {
+    /// The URL has exact entries: it resolves on its own.
+    Exact(&'a str),
+    /// The URL's longest matching wildcard prefix.
+    Prefix(&'a str),
+}
+
 /// The merged view of every node's entries.
 ///
 /// Resolution (`Directory::resolve`): for each node, the most specific of its *live* entries
@@ -407,16 +416,94 @@ impl Directory {
                 &mut found,
             );
         }
-        // Longest prefix first; at most `url.len() + 1` lookups, the URL bounded by the caller.
-        for end in (0..=url.len())
-            .rev()
-            .filter(|&end| url.is_char_boundary(end))
-        {
-            if let Some(nodes) = self.prefix.get(&url[..end]) {
-                hear(nodes, url, end, true, speaks, &mut spoken, &mut found);
-            }
+        for (prefix, nodes) in self.matching_prefixes(url) {
+            hear(
+                nodes,
+                url,
+                prefix.len(),
+                true,
+                speaks,
+                &mut spoken,
+                &mut found,
+            );
         }
         (spoken, found)
+    }
+
+    /// The wildcard patterns matching `url`, longest prefix first.
+    fn matching_prefixes<'a>(&'a self, url: &str) -> Vec<(&'a str, &'a BTreeMap<NodeId, Entry>)> {
+        let mut found: Vec<(&str, &BTreeMap<NodeId, Entry>)> = if self.prefix.len() <= url.len() {
+            // Few wildcards (the usual case): test each.
+            self.prefix
+                .iter()
+                .filter(|(p, _)| url.starts_with(p.as_str()))
+                .map(|(p, nodes)| (p.as_str(), nodes))
+                .collect()
+        } else {
+            // Many: look up each prefix of the URL, at most `url.len() + 1` lookups (the URL
+            // is bounded by the caller).
+            (0..=url.len())
+                .filter(|&end| url.is_char_boundary(end))
+                .filter_map(|end| self.prefix.get_key_value(&url[..end]))
+                .map(|(p, nodes)| (p.as_str(), nodes))
+                .collect()
+        };
+        found.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+        found
+    }
+
+    /// Which pattern decides `url`'s resolution: `url` itself when it has entries of its own
+    /// (exact patterns, tombstones included), else its longest matching wildcard prefix, whose
+    /// [`Directory::rule_among`] then gives it; `None` when no pattern matches.
+    pub fn decider(&self, url: &str) -> Option<Decider<'_>> {
+        if let Some((url, _)) = self.exact.get_key_value(url) {
+            return Some(Decider::Exact(url));
+        }
+        self.matching_prefixes(url)
+            .first()
+            .map(|(p, _)| Decider::Prefix(p))
+    }
+
+    /// How every URL whose [`Directory::decider`] is the wildcard `prefix` resolves: the
+    /// physical URL stems of its live replicas on nodes `speaks` accepts, sorted, each ending
+    /// in `*` for the part of the URL after `prefix`. For such a URL `u`, each stem with its
+    /// `*` replaced by `u[prefix.len()..]` is one of [`Directory::resolve_among`]'s answers.
+    pub fn rule_among(&self, prefix: &str, speaks: impl Fn(&str) -> bool) -> Vec<String> {
+        let mut spoken: BTreeSet<&str> = BTreeSet::new();
+        let mut found = BTreeSet::new();
+        for (p, nodes) in self.matching_prefixes(prefix) {
+            hear(
+                nodes,
+                prefix,
+                p.len(),
+                true,
+                &speaks,
+                &mut spoken,
+                &mut found,
+            );
+        }
+        found.into_iter().map(|stem| stem + "*").collect()
+    }
+
+    /// The patterns more specific than the wildcard `prefix`: the exact ones starting with
+    /// it, and the longer wildcards starting with it, in order.
+    pub fn under<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = Pattern> + 'a {
+        use std::ops::Bound;
+        let from = (Bound::Included(prefix), Bound::Unbounded);
+        let exact = self
+            .exact
+            .range::<str, _>(from)
+            .map(|(k, _)| k)
+            .take_while(move |k| k.starts_with(prefix))
+            .map(|k| Pattern::Exact(k.clone()));
+        let wildcards = self
+            .prefix
+            .range::<str, _>(from)
+            .map(|(k, _)| k)
+            .take_while(move |k| k.starts_with(prefix))
+            .filter(move |k| k.len() > prefix.len())
+            .map(|k| Pattern::Prefix(k.clone()));
+        exact.chain(wildcards)
     }
 
     /// Every entry held, tombstones included: `(node, pattern, entry)`.

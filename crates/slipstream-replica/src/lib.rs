@@ -16,10 +16,13 @@
 //!   placement hooks, per-resource counters), `resolve` and `directory`.
 //! - `placement`: the built-in placement policy (hot resources copied to the least-loaded
 //!   peer, cold replicas retired) on the API's hooks and counters.
+//! - `block`: which directory entries a page's replica block carries (rules for wildcards,
+//!   with every more specific pattern beside them) and how the agent resolves with them.
 //! - `page`: the HTML pre-processing phase (replica lists for the client agent, CORS) and the
 //!   agent's files (`/_slipstream/sw.js`, `/_slipstream/agent/`).
 
 pub mod api;
+pub mod block;
 pub mod cluster;
 pub mod config;
 pub mod directory;

@@ -4,18 +4,20 @@
 //!
 //! A page streams through the node layer's `lol_html` rewriter: the agent's registration
 //! script goes first into `<head>`, every `href`, `src` and `srcset` URL of this origin is
-//! looked up in the directory as it passes, and the lists found go at the end of the document
-//! as one JSON block (`<script type="application/json" id="slipstream-replicas">`), where the
-//! agent reads them: `{"v":1,"config":{...},"servers":["http://r1"],"urls":{"/img/a.png":[0,
-//! "http://r2/_slipstream/replicas/img/a.png"]}}` — a number is the index of a server that holds
-//! the replica at the logical URL's own path, a string any other physical URL.
+//! looked up in the directory as it passes, and the entries it needs (`crate::block`) go at the
+//! end of the document as one JSON block (`<script type="application/json"
+//! id="slipstream-replicas">`), where the agent reads them: `{"v":2,"config":{...},
+//! "servers":["http://r1","http://r2"],"urls":{"/*":[0,1],"/a.png":[0,
+//! "http://r3/_slipstream/replicas/a.png"]}}`. A key ending in `*` is a rule for every URL
+//! under its prefix that no more specific key names. A number is the index of a server that
+//! holds the replica at the logical URL's own path; a string is any other physical URL (in a
+//! rule, a stem whose `*` stands for the rest of the URL).
 //! The page's own URLs are untouched, so it works as before with JavaScript off or on a browser
 //! without Service Workers.
 //!
 //! Every response of a cluster node also carries `Access-Control-Allow-Origin: *` and
 //! `Timing-Allow-Origin: *`, so the agent on another replica's origin can fetch and time it.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -31,6 +33,7 @@ use slipstream_node::respond::text;
 use slipstream_node::{Ctx, Endpoint, Phase};
 
 use crate::api::add_cors;
+use crate::block::Needs;
 use crate::cluster::Cluster;
 
 /// The script tag registering the agent.
@@ -292,7 +295,7 @@ impl Phase for Pages {
             base: path.clone(),
             cluster: self.cluster.clone(),
             agent: self.agent.clone(),
-            found: Mutex::new(BTreeMap::new()),
+            needs: Mutex::new(Needs::default()),
         });
         lists.note(&path);
         let handlers: [Arc<dyn HtmlHandler>; 2] = [Arc::new(Head), Arc::new(Urls(lists))];
@@ -363,40 +366,44 @@ struct Lists {
     base: String,
     cluster: Arc<Cluster>,
     agent: Arc<serde_json::Map<String, serde_json::Value>>,
-    found: Mutex<BTreeMap<String, Vec<String>>>,
+    needs: Mutex<Needs>,
 }
-
-/// The most URLs one page's block lists (a bound on its size and on the lookups).
-const MAX_URLS: usize = 4096;
 
 impl Lists {
     fn note(&self, raw: &str) {
         let Some(url) = same_origin_path(&self.base, raw.trim()) else {
             return;
         };
-        let mut found = self.found.lock();
-        if found.len() >= MAX_URLS || found.contains_key(&url) {
-            return;
-        }
-        let replicas = self.cluster.resolve(&url);
-        if !replicas.is_empty() {
-            found.insert(url, replicas);
-        }
+        let mut needs = self.needs.lock();
+        self.cluster
+            .read_view(|view| needs.note(&view.directory, &url));
     }
-}
 
-impl Lists {
-    /// The JSON block of the lists found, compact: a replica a server holds at the logical
-    /// URL's own path is written as the index of the server's base URL in `servers`.
+    /// The JSON block of the entries the page needs ([`Needs::entries`]), compact: a physical
+    /// URL that is a server's base URL followed by the logical URL (for a rule `P*`, a stem
+    /// that is a base URL followed by `P`) is written as the index of that base URL in
+    /// `servers`.
     fn block(&self) -> String {
-        let found = self.found.lock();
+        let needs = self.needs.lock();
+        let entries = self
+            .cluster
+            .read_view(|view| needs.entries(&view.directory, |node| view.is_live(node)));
         let mut servers: Vec<String> = Vec::new();
         let mut urls = serde_json::Map::new();
-        for (url, physical) in found.iter() {
+        for (key, physical) in entries {
+            let logical = key.strip_suffix('*').unwrap_or(&key);
             let list: Vec<serde_json::Value> = physical
                 .iter()
-                .map(
-                    |p| match p.strip_suffix(url.as_str()).filter(|b| is_base(b)) {
+                .map(|p| {
+                    let stem = if key.ends_with('*') {
+                        p.strip_suffix('*')
+                    } else {
+                        Some(p.as_str())
+                    };
+                    match stem
+                        .and_then(|s| s.strip_suffix(logical))
+                        .filter(|b| is_base(b))
+                    {
                         Some(base) => {
                             let i = servers.iter().position(|s| s == base).unwrap_or_else(|| {
                                 servers.push(base.to_owned());
@@ -405,13 +412,13 @@ impl Lists {
                             serde_json::json!(i)
                         }
                         None => serde_json::json!(p),
-                    },
-                )
+                    }
+                })
                 .collect();
-            urls.insert(url.clone(), serde_json::Value::Array(list));
+            urls.insert(key, serde_json::Value::Array(list));
         }
         let block = serde_json::json!({
-            "v": 1,
+            "v": 2,
             "config": *self.agent,
             "servers": servers,
             "urls": urls,

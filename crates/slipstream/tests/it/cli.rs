@@ -96,18 +96,13 @@ fn demo_starts_and_answers() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let page = loop {
         let page = String::from_utf8_lossy(&get(origin, "/").body).into_owned();
-        let block = page
-            .split("id=\"slipstream-replicas\">")
-            .nth(1)
-            .and_then(|r| r.split("</script>").next())
-            .unwrap_or_else(|| panic!("no replica block in {page}"));
-        let v: serde_json::Value = serde_json::from_str(block).expect("block JSON");
-        if v["urls"]["/assets/style.css"].as_array().map(Vec::len) == Some(3) {
+        let list = crate::support::block_lookup(&page, "/assets/style.css");
+        if list.as_ref().map(Vec::len) == Some(3) {
             break page;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the three replicas never all appeared: {block}"
+            "the three replicas never all appeared: {list:?} in {page}"
         );
         std::thread::yield_now();
     };

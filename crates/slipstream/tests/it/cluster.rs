@@ -646,27 +646,6 @@ fn get_binds_to_a_live_replica_and_fails_over_past_a_dead_one() {
     assert_eq!(out.stdout, b"hello, world\n");
 }
 
-/// The replica block of a pre-processed page, as JSON, its server indexes expanded into
-/// physical URLs (the server's base followed by the logical URL).
-fn block(page: &str) -> Value {
-    let json = page
-        .rsplit("id=\"slipstream-replicas\">")
-        .next()
-        .and_then(|r| r.split("</script>").next())
-        .unwrap_or_else(|| panic!("no replica block in {page}"));
-    let mut b: Value = serde_json::from_str(json).expect("block JSON");
-    let servers = b["servers"].as_array().expect("servers").clone();
-    for (url, list) in b["urls"].as_object_mut().expect("urls") {
-        for item in list.as_array_mut().expect("a list") {
-            if let Some(i) = item.as_u64() {
-                let base = servers[i as usize].as_str().expect("a base URL");
-                *item = Value::String(format!("{base}{url}"));
-            }
-        }
-    }
-    b
-}
-
 #[test]
 fn pages_carry_replica_lists_and_follow_the_file_and_the_directory() {
     let site = support::site();
@@ -704,29 +683,19 @@ fn pages_carry_replica_lists_and_follow_the_file_and_the_directory() {
     );
     // The page's own markup is untouched (JavaScript off still works).
     assert!(page.contains("<a href=\"hello.txt\">hi</a>"));
-    let b = block(&page);
+    let (b, _) = support::replica_block(&page);
     let base = format!("http://{}", n0.addr);
-    // Compact: the node is named once, and a URL it serves at its own path by its index.
-    assert!(
-        page.contains(&format!("\"servers\":[\"{base}\"]")),
-        "{page}"
-    );
-    assert!(page.contains("\"/hello.txt\":[0]"), "{page}");
-    assert_eq!(b["v"], 1);
+    // Compact: the node is named once, and its wildcard `/*` by one rule with its index.
+    assert_eq!(b["servers"], serde_json::json!([base]), "{page}");
+    assert_eq!(b["urls"], serde_json::json!({"/*": [0]}), "{page}");
+    assert_eq!(b["v"], 2);
     assert_eq!(b["config"]["probe_interval_ms"], 500.0);
-    assert_eq!(
-        b["urls"]["/hello.txt"],
-        serde_json::json!([format!("{base}/hello.txt")])
-    );
-    assert_eq!(
-        b["urls"]["/large.bin"],
-        serde_json::json!([format!("{base}/large.bin")])
-    );
-    assert_eq!(
-        b["urls"]["/docs/"],
-        serde_json::json!([format!("{base}/docs/")])
-    );
-    assert!(b["urls"].get("https://elsewhere.test/x").is_none());
+    for url in ["/hello.txt", "/large.bin", "/docs/"] {
+        assert_eq!(
+            support::block_lookup(&page, url),
+            Some(vec![format!("{base}{url}")])
+        );
+    }
     let etag = home
         .headers
         .iter()
@@ -757,10 +726,10 @@ fn pages_carry_replica_lists_and_follow_the_file_and_the_directory() {
     // speaks for it over its own wildcard).
     let r = n0.put("/hello.txt", b"stored copy");
     assert_eq!(r.status, 201);
-    let b = block(&String::from_utf8(get(n0.addr, "/").body).expect("utf-8"));
+    let page = String::from_utf8(get(n0.addr, "/").body).expect("utf-8");
     assert_eq!(
-        b["urls"]["/hello.txt"],
-        serde_json::json!([format!("{base}/_slipstream/replicas/hello.txt")])
+        support::block_lookup(&page, "/hello.txt"),
+        Some(vec![format!("{base}/_slipstream/replicas/hello.txt")])
     );
     // The file changes: the next page is made from the new file.
     std::fs::write(
@@ -770,11 +739,15 @@ fn pages_carry_replica_lists_and_follow_the_file_and_the_directory() {
     .expect("rewrite");
     let page = String::from_utf8(get(n0.addr, "/").body).expect("utf-8");
     assert!(page.contains("and more"), "{page}");
-    let b = block(&page);
-    assert!(b["urls"].get("/hello.txt").is_none(), "{b}");
+    // The wildcard's rule travels with every pattern more specific than it, named on the
+    // page or not, so the agent cannot apply the rule to `/hello.txt`.
     assert_eq!(
-        b["urls"]["/space%20name.txt"],
-        serde_json::json!([format!("{base}/space%20name.txt")])
+        support::block_lookup(&page, "/space%20name.txt"),
+        Some(vec![format!("{base}/space%20name.txt")])
+    );
+    assert_eq!(
+        support::block_lookup(&page, "/hello.txt"),
+        Some(vec![format!("{base}/_slipstream/replicas/hello.txt")])
     );
     // Not a page: untouched, no block.
     let txt = get(n0.addr, "/hello.txt");

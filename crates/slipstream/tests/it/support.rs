@@ -225,3 +225,43 @@ pub fn site() -> tempfile::TempDir {
 pub fn large() -> Vec<u8> {
     (0..300_000u32).map(|i| (i % 251) as u8).collect()
 }
+
+/// A pre-processed page's replica block: its JSON, and its entries with every server index
+/// expanded (the server's base URL followed by the key's logical URL, or for a rule `P*` by
+/// `P*`), ready for `slipstream_replica::block::lookup` — how the agent resolves with it.
+pub fn replica_block(
+    page: &str,
+) -> (
+    serde_json::Value,
+    std::collections::BTreeMap<String, Vec<String>>,
+) {
+    let json = page
+        .rsplit("id=\"slipstream-replicas\">")
+        .next()
+        .and_then(|r| r.split("</script>").next())
+        .unwrap_or_else(|| panic!("no replica block in {page}"));
+    let b: serde_json::Value = serde_json::from_str(json).expect("block JSON");
+    let servers = b["servers"].as_array().expect("servers");
+    let mut entries = std::collections::BTreeMap::new();
+    for (key, list) in b["urls"].as_object().expect("urls") {
+        let list = list
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|item| match item.as_u64() {
+                Some(i) => format!("{}{key}", servers[i as usize].as_str().expect("a base")),
+                None => item.as_str().expect("a URL").to_owned(),
+            })
+            .collect();
+        entries.insert(key.clone(), list);
+    }
+    (b, entries)
+}
+
+/// How the agent resolves `url` with a page's block ([`replica_block`]).
+pub fn block_lookup(page: &str, url: &str) -> Option<Vec<String>> {
+    slipstream_replica::block::lookup(&replica_block(page).1, url).map(|mut list| {
+        list.sort();
+        list
+    })
+}

@@ -1,0 +1,258 @@
+//! What a page's replica block carries (001 §3.3): for the logical URLs the page names, the
+//! directory entries the agent needs to resolve them, with no I/O.
+//!
+//! The paper expands every logical URL of a page into its replica list. A page of a site
+//! replicated by wildcard (`/*` on every server) would then repeat the same list for each of
+//! its hundreds of URLs, a quarter of a 100 KB page's bytes. The block carries *rules*
+//! instead where it can: for a wildcard prefix `P`, the physical stems that every URL under
+//! `P` resolves to, unless a more specific pattern decides it. The agent resolves a URL as the
+//! directory does: its own entry if the block has one, else the block's longest matching rule
+//! ([`lookup`]).
+//!
+//! That is sound only if the block holds, beside a rule for `P`, every pattern of the
+//! directory more specific than `P` (exact URLs and longer wildcards under it), so that no URL
+//! the agent matches to `P` is decided by something else. A rule whose directory has more
+//! than [`MAX_UNDER`] such patterns is not sent; the page's own URLs under it are listed one by
+//! one instead, and other URLs under it get no list from this page (the agent fetches them as
+//! they are).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use crate::directory::{Decider, Directory};
+
+/// The most patterns under one wildcard that a block sends with its rule.
+pub const MAX_UNDER: usize = 256;
+
+/// The most URLs of one page that are looked up (a bound on the work and on the block).
+pub const MAX_URLS: usize = 4096;
+
+/// The URLs one page names, gathered as it streams, by the pattern that decides each.
+#[derive(Debug, Default)]
+pub struct Needs {
+    seen: HashSet<String>,
+    /// URLs with entries of their own.
+    exact: BTreeSet<String>,
+    /// Wildcard prefixes deciding some of the page's URLs, with those URLs.
+    rules: BTreeMap<String, Vec<String>>,
+}
+
+impl Needs {
+    /// Notes one same-origin logical URL of the page. A URL ending in `*` cannot be named
+    /// by an exact key of the block (a trailing `*` makes a rule) and is left out.
+    pub fn note(&mut self, directory: &Directory, url: &str) {
+        if url.ends_with('*') || self.seen.len() >= MAX_URLS || self.seen.contains(url) {
+            return;
+        }
+        self.seen.insert(url.to_owned());
+        match directory.decider(url) {
+            None => {}
+            Some(Decider::Exact(_)) => {
+                self.exact.insert(url.to_owned());
+            }
+            Some(Decider::Prefix(prefix)) => match self.rules.get_mut(prefix) {
+                Some(urls) => urls.push(url.to_owned()),
+                None => {
+                    self.rules.insert(prefix.to_owned(), vec![url.to_owned()]);
+                }
+            },
+        }
+    }
+
+    /// The block's entries, each pattern's text (`/a.png`, or `/img/*` for a rule) to its
+    /// physical URLs on the nodes `speaks` accepts (for a rule, stems ending in `*`). An
+    /// entry may be empty: it then says the URLs it names have no replica and are fetched as
+    /// they are, and keeps a wider rule from claiming them.
+    pub fn entries(
+        &self,
+        directory: &Directory,
+        speaks: impl Fn(&str) -> bool,
+    ) -> BTreeMap<String, Vec<String>> {
+        let mut out = BTreeMap::new();
+        for url in &self.exact {
+            out.insert(url.clone(), directory.resolve_among(url, &speaks));
+        }
+        for (prefix, urls) in &self.rules {
+            let under: Vec<_> = directory.under(prefix).take(MAX_UNDER + 1).collect();
+            if under.len() > MAX_UNDER {
+                for url in urls {
+                    out.insert(url.clone(), directory.resolve_among(url, &speaks));
+                }
+                continue;
+            }
+            out.insert(format!("{prefix}*"), directory.rule_among(prefix, &speaks));
+            for pattern in under {
+                let key = pattern.to_string();
+                if out.contains_key(&key) {
+                    continue;
+                }
+                let list = match &pattern {
+                    crate::Pattern::Exact(url) => directory.resolve_among(url, &speaks),
+                    crate::Pattern::Prefix(p) => directory.rule_among(p, &speaks),
+                };
+                out.insert(key, list);
+            }
+        }
+        out
+    }
+}
+
+/// How the agent resolves `url` with a block's entries (`web/agent/agent.mjs` does the same):
+/// the entry named by the URL itself, else the rule with the longest prefix of it, each `*`
+/// of its stems replaced by the rest of the URL; `None` when the block says nothing of it.
+pub fn lookup(entries: &BTreeMap<String, Vec<String>>, url: &str) -> Option<Vec<String>> {
+    if !url.ends_with('*') {
+        if let Some(list) = entries.get(url) {
+            return Some(list.clone());
+        }
+    }
+    entries
+        .iter()
+        .filter_map(|(key, list)| Some((key.strip_suffix('*')?, list)))
+        .filter(|(prefix, _)| url.starts_with(prefix))
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map(|(prefix, stems)| {
+            let rest = &url[prefix.len()..];
+            stems
+                .iter()
+                .map(|s| format!("{}{rest}", s.strip_suffix('*').unwrap_or(s)))
+                .collect()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::directory::{Entry, Pattern};
+    use proptest::prelude::*;
+
+    fn sorted(mut v: Vec<String>) -> Vec<String> {
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_wildcard_site_needs_one_rule_per_page() {
+        let mut d = Directory::new();
+        for node in ["a", "b", "c"] {
+            d.apply(
+                node,
+                &Pattern::Prefix("/".into()),
+                Entry::live(1, format!("http://{node}/*")),
+            );
+        }
+        let mut needs = Needs::default();
+        for i in 0..100 {
+            needs.note(&d, &format!("/img/{i}.png"));
+        }
+        let entries = needs.entries(&d, |_| true);
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        assert_eq!(
+            lookup(&entries, "/img/7.png"),
+            Some(vec![
+                "http://a/img/7.png".into(),
+                "http://b/img/7.png".into(),
+                "http://c/img/7.png".into()
+            ])
+        );
+    }
+
+    #[test]
+    fn a_more_specific_pattern_travels_with_its_rule() {
+        let mut d = Directory::new();
+        d.apply(
+            "a",
+            &Pattern::Prefix("/".into()),
+            Entry::live(1, "http://a/*"),
+        );
+        d.apply(
+            "b",
+            &Pattern::Exact("/x".into()),
+            Entry::live(1, "http://b/r/x"),
+        );
+        d.apply("a", &Pattern::Exact("/y".into()), Entry::tombstone(2));
+        let mut needs = Needs::default();
+        needs.note(&d, "/z");
+        let entries = needs.entries(&d, |_| true);
+        // `/x` and `/y` are not on the page, but a rule for `/` must not answer for them.
+        assert_eq!(
+            lookup(&entries, "/x"),
+            Some(vec!["http://a/x".into(), "http://b/r/x".into()])
+        );
+        assert_eq!(lookup(&entries, "/y"), Some(d.resolve("/y")));
+    }
+
+    #[test]
+    fn too_many_patterns_under_a_rule_list_the_page_urls_alone() {
+        let mut d = Directory::new();
+        d.apply(
+            "a",
+            &Pattern::Prefix("/".into()),
+            Entry::live(1, "http://a/*"),
+        );
+        for i in 0..=MAX_UNDER {
+            d.apply(
+                "b",
+                &Pattern::Exact(format!("/e/{i}")),
+                Entry::live(1, "http://b/e"),
+            );
+        }
+        let mut needs = Needs::default();
+        needs.note(&d, "/page.css");
+        let entries = needs.entries(&d, |_| true);
+        assert_eq!(entries.keys().collect::<Vec<_>>(), ["/page.css"]);
+        assert_eq!(lookup(&entries, "/e/3"), None);
+    }
+
+    fn update() -> impl Strategy<Value = (String, Pattern, Entry)> {
+        let pattern = prop_oneof![
+            "/[ab]{0,3}".prop_map(Pattern::Exact),
+            "/[ab]{0,2}".prop_map(Pattern::Prefix),
+        ];
+        ("[n-p]", pattern, 0u64..4, any::<bool>(), "[xy]{0,2}").prop_map(
+            |(node, pattern, version, deleted, path)| {
+                let entry = if deleted {
+                    Entry::tombstone(version)
+                } else if matches!(pattern, Pattern::Prefix(_)) {
+                    Entry::live(version, format!("http://{node}/{path}*"))
+                } else {
+                    Entry::live(version, format!("http://{node}/{path}"))
+                };
+                (node, pattern, entry)
+            },
+        )
+    }
+
+    proptest! {
+        /// Whatever the directory and the page, the agent's lookup in the block agrees with
+        /// the directory for every URL it answers, and answers every URL of the page that
+        /// has a replica.
+        #[test]
+        fn the_agent_resolves_as_the_directory_does(
+            updates in prop::collection::vec(update(), 0..24),
+            page in prop::collection::vec("/[ab]{0,4}", 0..8),
+            others in prop::collection::vec("/[ab]{0,5}", 0..16),
+            dead in "[n-p]?",
+        ) {
+            let mut d = Directory::new();
+            for (node, pattern, entry) in &updates {
+                d.apply(node, pattern, entry.clone());
+            }
+            let speaks = |n: &str| n != dead;
+            let mut needs = Needs::default();
+            for url in &page {
+                needs.note(&d, url);
+            }
+            let entries = needs.entries(&d, speaks);
+            for url in page.iter().chain(&others) {
+                let truth = d.resolve_among(url, speaks);
+                match lookup(&entries, url) {
+                    Some(list) => prop_assert_eq!(sorted(list), truth, "{}", url),
+                    None => prop_assert!(
+                        !page.contains(url) || truth.is_empty(),
+                        "page URL {} left out", url
+                    ),
+                }
+            }
+        }
+    }
+}

@@ -184,8 +184,27 @@ export class Agent {
       }
     }
     while (this._urls.size > MAX_URLS) this._urls.delete(this._urls.keys().next().value);
-    while (this._probeUrls.size > MAX_ENDPOINTS) this._probeUrls.delete(this._probeUrls.keys().next().value);
+    let evicted = false;
+    while (this._probeUrls.size > MAX_ENDPOINTS) {
+      this._probeUrls.delete(this._probeUrls.keys().next().value);
+      evicted = true;
+    }
+    if (evicted) this._unbindForgotten();
     this._syncEndpoints(nowMs, named);
+  }
+
+  /**
+   * Drops every binding to an endpoint no longer known (forgotten for `MAX_ENDPOINTS`), and a
+   * URL left without replicas: the selector has no entry for such an endpoint, so it would get
+   * no timeout (`plan` would hand out `timeoutMs: null`) and no probe. A URL is bound only to
+   * endpoints in the table; a page naming it again binds it afresh.
+   */
+  _unbindForgotten() {
+    for (const [key, physical] of this._urls) {
+      const kept = physical.filter((p) => this._probeUrls.has(endpointOf(p)));
+      if (kept.length === 0) this._urls.delete(key);
+      else if (kept.length !== physical.length) this._urls.set(key, kept);
+    }
   }
 
   /**
@@ -333,6 +352,8 @@ export class Agent {
     a._overrides = { ...s.overrides };
     a._selector = Refresh.fromJSON(s.selector);
     a._urls = urls;
+    // A state written before bindings to forgotten endpoints were dropped may still hold some.
+    a._unbindForgotten();
     return a;
   }
 }

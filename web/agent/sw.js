@@ -126,9 +126,19 @@ class Failure extends Error {
 }
 
 /**
- * One GET or HEAD to a replica, the body read whole: resolves to `{response, body}` and records
- * the latency to the end of the body, or records the failure and throws. `timeoutMs` bounds the
- * response head (001 §4.1's T-percentile timeout), the configured greatest timeout the body.
+ * One GET or HEAD to a replica. Resolves once the response head arrives to `{response, body}`,
+ * `body` a stream passing the replica's body through as it comes (never buffered whole), or
+ * records the failure and throws: no connection, no head within `timeoutMs` (001 §4.1's
+ * T-percentile timeout) or a 5xx status. Only these failures before the head are failed over.
+ *
+ * The sample is the time to the response head (001 §4.1: HTTP request latency, "the time to
+ * receive the first byte"), not to the end of the body, so a large resource does not make its
+ * replica look slow. It is recorded once the body has passed through (or was cancelled), when
+ * the browser's Resource Timing entry of the exchange exists and gives that time without the
+ * browser's own queue (see `measured`); without an entry, the wall-clock time from calling
+ * fetch() to its resolving, taken when the head arrived, is the sample. A body that breaks or
+ * stalls beyond the configured greatest timeout after the head is recorded as a failure (the
+ * page sees a network error): the project's rule, not the paper's.
  */
 async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
   const ctrl = new AbortController();
@@ -140,8 +150,9 @@ async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
     }, ms);
   const t0 = performance.now();
   let timer = arm(timeoutMs);
+  let response;
   try {
-    const response = await fetch(url, {
+    response = await fetch(url, {
       method,
       mode: 'cors',
       credentials: 'omit',
@@ -149,22 +160,64 @@ async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
       redirect: 'follow',
       signal: ctrl.signal,
     });
-    clearTimeout(timer);
-    timer = arm(Math.max(timeoutMs, agent.selector.config.max_timeout_ms));
-    const body = method === 'HEAD' ? null : await response.arrayBuffer();
-    clearTimeout(timer);
-    const latency = measured(url, t0, performance.now() - t0);
-    if (response.status >= 500) throw new Failure('broken', `${url}: status ${response.status}`);
-    agent.record(endpoint, 'answered', Date.now(), latency);
-    return { response, body };
   } catch (e) {
     clearTimeout(timer);
-    const outcome = e instanceof Failure ? e.outcome : timedOut ? 'timed_out' : 'connect_failed';
-    agent.record(endpoint, outcome, Date.now());
-    throw e instanceof Failure ? e : new Failure(outcome, `${url}: ${e}`);
-  } finally {
-    changed();
+    const outcome = timedOut ? 'timed_out' : 'connect_failed';
+    recordNow(endpoint, outcome);
+    throw new Failure(outcome, `${url}: ${e}`);
   }
+  clearTimeout(timer);
+  // The head is here: the time to first byte, on the wall clock.
+  const headMs = performance.now() - t0;
+  if (response.status >= 500) {
+    response.body?.cancel().catch(() => {});
+    recordNow(endpoint, 'broken');
+    throw new Failure('broken', `${url}: status ${response.status}`);
+  }
+  if (method === 'HEAD' || response.body === null) {
+    recordNow(endpoint, 'answered', measured(url, t0, headMs));
+    return { response, body: null };
+  }
+  // The body, streamed through; the greatest timeout bounds it.
+  timer = arm(Math.max(timeoutMs, agent.selector.config.max_timeout_ms));
+  let done = false;
+  const finish = (outcome) => {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    recordNow(endpoint, outcome, outcome === 'answered' ? measured(url, t0, headMs) : undefined);
+  };
+  const reader = response.body.getReader();
+  const body = new ReadableStream({
+    async pull(controller) {
+      let chunk;
+      try {
+        chunk = await reader.read();
+      } catch (e) {
+        finish(timedOut ? 'timed_out' : 'broken');
+        controller.error(e);
+        return;
+      }
+      if (chunk.done) {
+        controller.close();
+        finish('answered');
+      } else {
+        controller.enqueue(chunk.value);
+      }
+    },
+    cancel(reason) {
+      // The page (or the fail-over past a 404) no longer wants the body: the head arrived.
+      finish('answered');
+      return reader.cancel(reason);
+    },
+  });
+  return { response, body };
+}
+
+/** Records an outcome of an exchange with `endpoint` now, and marks the state changed. */
+function recordNow(endpoint, outcome, latencyMs) {
+  agent.record(endpoint, outcome, Date.now(), latencyMs);
+  changed();
 }
 
 /** Resource Timing entries kept at most; beyond, the buffer is emptied (see `measured`). */
@@ -175,25 +228,27 @@ const sampled = { timing: 0, wall: 0 };
 
 /**
  * The latency of the exchange with `url` started at `t0`: from sending the request (after any new
- * connection's setup) to the end of the body, by the Resource Timing entry the replica's
- * `Timing-Allow-Origin` exposes. That leaves out the time the request waited in the browser for
- * a free connection to the host, which would otherwise charge the replica carrying the most
- * traffic for the browser's own queue. Without an entry, `wallMs` (the whole wait) is the sample.
+ * connection's setup) to the first byte of the response, by the Resource Timing entry the
+ * replica's `Timing-Allow-Origin` exposes (`responseStart - requestStart`, plus the connection's
+ * setup if it made one). That leaves out the time the request waited in the browser for a free
+ * connection to the host, which would otherwise charge the replica carrying the most traffic for
+ * the browser's own queue. The entry exists once the body has ended; without one, `headMs` (the
+ * wall-clock time from calling fetch() to the head, queue included) is the sample.
  */
-function measured(url, t0, wallMs) {
+function measured(url, t0, headMs) {
   const entries = performance.getEntriesByName(url, 'resource');
   if (entries.length >= TIMING_BUFFER * 0.8 || performance.getEntriesByType('resource').length >= TIMING_BUFFER * 0.8) {
     performance.clearResourceTimings();
   }
   for (let i = entries.length - 1; i >= 0; i--) {
     const e = entries[i];
-    if (e.startTime < t0 || !(e.requestStart > 0) || !(e.responseEnd >= e.requestStart)) continue;
+    if (e.startTime < t0 || !(e.requestStart > 0) || !(e.responseStart >= e.requestStart)) continue;
     const connect = e.connectEnd > e.connectStart ? e.connectEnd - e.connectStart : 0;
     sampled.timing++;
-    return e.responseEnd - e.requestStart + connect;
+    return e.responseStart - e.requestStart + connect;
   }
   sampled.wall++;
-  return wallMs;
+  return headMs;
 }
 
 /** The browser's cache mode for a bound request: every binding is a network exchange. */
@@ -211,7 +266,10 @@ async function handle(event, request, url) {
     try {
       const { response, body } = await exchange(c.endpoint, c.url, 'GET', c.timeoutMs, cacheModeFor(request));
       // A replica without the resource answered (it is alive), but another may have it.
-      if (response.status === 404 || response.status === 410) continue;
+      if (response.status === 404 || response.status === 410) {
+        body?.cancel().catch(() => {});
+        continue;
+      }
       answer = new Response(body, {
         status: response.status,
         statusText: response.statusText,

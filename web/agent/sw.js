@@ -104,7 +104,11 @@ function changed() {
 // ---------------------------------------------------------------------------------------------
 // Learning replica lists.
 
-function learnText(text, origin) {
+/** Blocks learnt, by where they came from: a navigation the worker answered, or a page's message. */
+const learnt = { navigation: 0, message: 0 };
+
+function learnText(text, origin, from) {
+  learnt[from]++;
   try {
     agent.learn(parseBlock(text, origin), Date.now());
     schedule();
@@ -286,7 +290,7 @@ async function handle(event, request, url) {
     event.waitUntil(
       copy.text().then((html) => {
         const text = blockText(html);
-        return text === null ? undefined : learnText(text, self.location.origin);
+        return text === null ? undefined : learnText(text, self.location.origin, 'navigation');
       }),
     );
   }
@@ -365,6 +369,7 @@ function stateMessage() {
     dirty,
     saved_ms: savedMs,
     samples_by: { ...sampled },
+    blocks_learnt: { ...learnt },
     config: agent.selector.config,
     urls: agent.urlCount,
     table: agent.table(now),
@@ -377,8 +382,9 @@ self.addEventListener('message', (event) => {
   event.waitUntil(
     loading.then(async () => {
       if (data.type === 'slipstream-page' && typeof data.block === 'string') {
-        // A page loaded before this worker controlled it hands over its block (register.js).
-        await learnText(data.block, self.location.origin);
+        // A page loaded without this worker hands over its block (register.js); a page whose
+        // navigation it answered does not (its block was learnt from the response).
+        await learnText(data.block, self.location.origin, 'message');
         reply({ type: 'slipstream-learnt', urls: agent.urlCount });
       } else if (data.type === 'slipstream-state') {
         reply(stateMessage());

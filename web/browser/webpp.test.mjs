@@ -300,6 +300,7 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
 
   await phase('requests go mostly to the fastest replica', async () => {
     await loadPages(page, origin, nodes, 4); // warm-up: every replica measured
+    const learntBefore = (await agentState(page)).blocks_learnt;
     const requests = await loadPages(page, origin, nodes, 8);
     t.diagnostic(`requests per replica, 8 loads: ${JSON.stringify(requests)}`);
     await handlers.settled();
@@ -308,6 +309,11 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
     // The agent's own table agrees (a cross-check only: with r = 0.95 one sample slowed by
     // the browser's own queueing can reorder it for a moment).
     const s = await agentState(page);
+    // Each page the worker answered was learnt once, from its response; register.js posts a
+    // block only for a page loaded without the worker.
+    t.diagnostic(`blocks learnt before the 8 loads: ${JSON.stringify(learntBefore)}, after: ${JSON.stringify(s.blocks_learnt)}`);
+    assert.ok(s.blocks_learnt.navigation - learntBefore.navigation >= 8, 'every page learnt from its navigation');
+    assert.equal(s.blocks_learnt.message, learntBefore.message, 'no page posted its block again');
     const most = [...s.table].sort((a, b) => b.samples - a.samples)[0];
     assert.equal(most.endpoint, replicaOrigin('r2'), 'r2 has the most samples in the agent\'s table');
   });

@@ -139,7 +139,7 @@ class Failure extends Error {
  * receive the first byte"), not to the end of the body, so a large resource does not make its
  * replica look slow. It is recorded once the body has passed through (or was cancelled), when
  * the browser's Resource Timing entry of the exchange exists and gives that time without the
- * browser's own queue (see `measured`); without an entry, the wall-clock time from calling
+ * browser's own queue (see `recordAnswered`); without an entry, the wall-clock time from calling
  * fetch() to its resolving, taken when the head arrived, is the sample. A body that breaks or
  * stalls beyond the configured greatest timeout after the head is recorded as a failure (the
  * page sees a network error): the project's rule, not the paper's.
@@ -179,7 +179,7 @@ async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
     throw new Failure('broken', `${url}: status ${response.status}`);
   }
   if (method === 'HEAD' || response.body === null) {
-    recordNow(endpoint, 'answered', measured(url, t0, headMs));
+    recordAnswered(endpoint, url, t0, headMs);
     return { response, body: null };
   }
   // The body, streamed through; the greatest timeout bounds it.
@@ -189,7 +189,8 @@ async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
     if (done) return;
     done = true;
     clearTimeout(timer);
-    recordNow(endpoint, outcome, outcome === 'answered' ? measured(url, t0, headMs) : undefined);
+    if (outcome === 'answered') recordAnswered(endpoint, url, t0, headMs);
+    else recordNow(endpoint, outcome);
   };
   const reader = response.body.getReader();
   const body = new ReadableStream({
@@ -224,35 +225,80 @@ function recordNow(endpoint, outcome, latencyMs) {
   changed();
 }
 
-/** Resource Timing entries kept at most; beyond, the buffer is emptied (see `measured`). */
+/** Resource Timing entries kept at most; beyond, the buffer is emptied (see `recordAnswered`). */
 const TIMING_BUFFER = 1000;
 performance.setResourceTimingBufferSize?.(TIMING_BUFFER);
 /** How many samples came from Resource Timing, and how many from the wall clock. */
 const sampled = { timing: 0, wall: 0 };
 
-/**
- * The latency of the exchange with `url` started at `t0`: from sending the request (after any new
- * connection's setup) to the first byte of the response, by the Resource Timing entry the
- * replica's `Timing-Allow-Origin` exposes (`responseStart - requestStart`, plus the connection's
- * setup if it made one). That leaves out the time the request waited in the browser for a free
- * connection to the host, which would otherwise charge the replica carrying the most traffic for
- * the browser's own queue. The entry exists once the body has ended; without one, `headMs` (the
- * wall-clock time from calling fetch() to the head, queue included) is the sample.
- */
-function measured(url, t0, headMs) {
+/** The longest wait for an exchange's Resource Timing entry after its body ended. */
+const ENTRY_WAIT_MS = 1000;
+/** Callbacks waiting for Resource Timing entries, by URL. */
+const entryWaiters = new Map();
+try {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) for (const fn of [...(entryWaiters.get(e.name) ?? [])]) fn(e);
+  }).observe({ type: 'resource' });
+} catch {
+  // No observer: the entry is looked for once, then the wall clock is the sample.
+}
+
+/** The exchange's Resource Timing entry with a time to first byte, or null. */
+function timingEntry(url, t0) {
   const entries = performance.getEntriesByName(url, 'resource');
-  if (entries.length >= TIMING_BUFFER * 0.8 || performance.getEntriesByType('resource').length >= TIMING_BUFFER * 0.8) {
-    performance.clearResourceTimings();
-  }
-  for (let i = entries.length - 1; i >= 0; i--) {
-    const e = entries[i];
-    if (e.startTime < t0 || !(e.requestStart > 0) || !(e.responseStart >= e.requestStart)) continue;
-    const connect = e.connectEnd > e.connectStart ? e.connectEnd - e.connectStart : 0;
-    sampled.timing++;
-    return e.responseStart - e.requestStart + connect;
-  }
-  sampled.wall++;
-  return headMs;
+  for (let i = entries.length - 1; i >= 0; i--) if (isEntryOf(entries[i], t0)) return entries[i];
+  return null;
+}
+
+/** Whether Resource Timing entry `e` is of an exchange started at `t0` and has a first byte. */
+function isEntryOf(e, t0) {
+  return e.startTime >= t0 && e.requestStart > 0 && e.responseStart >= e.requestStart;
+}
+
+/** The entry, waiting at most `ENTRY_WAIT_MS` for the browser to add it (it may come after the body's end). */
+function awaitEntry(url, t0) {
+  const now = timingEntry(url, t0);
+  if (now !== null) return Promise.resolve(now);
+  return new Promise((resolve) => {
+    const waiters = entryWaiters.get(url) ?? new Set();
+    entryWaiters.set(url, waiters);
+    const done = (e) => {
+      clearTimeout(timer);
+      waiters.delete(check);
+      if (waiters.size === 0) entryWaiters.delete(url);
+      resolve(e);
+    };
+    const check = (e) => {
+      if (isEntryOf(e, t0)) done(e);
+    };
+    const timer = setTimeout(() => done(null), ENTRY_WAIT_MS);
+    waiters.add(check);
+  });
+}
+
+/**
+ * Records the latency of the exchange with `url` started at `t0` (its head having arrived):
+ * from sending the request (after any new connection's setup) to the first byte of the
+ * response, by the Resource Timing entry the replica's `Timing-Allow-Origin` exposes
+ * (`responseStart - requestStart`, plus the connection's setup if it made one). That leaves out
+ * the time the request waited in the browser for a free connection to the host, which would
+ * otherwise charge the replica carrying the most traffic for the browser's own queue. The entry
+ * exists once the body has ended; without one, `headMs` (the wall-clock time from calling
+ * fetch() to the head, queue included) is the sample.
+ */
+function recordAnswered(endpoint, url, t0, headMs) {
+  return awaitEntry(url, t0).then((e) => {
+    if (performance.getEntriesByType('resource').length >= TIMING_BUFFER * 0.8) performance.clearResourceTimings();
+    let latency = headMs;
+    if (e !== null) {
+      const connect = e.connectEnd > e.connectStart ? e.connectEnd - e.connectStart : 0;
+      latency = e.responseStart - e.requestStart + connect;
+      sampled.timing++;
+    } else {
+      sampled.wall++;
+    }
+    recordNow(endpoint, 'answered', latency);
+  });
 }
 
 /** The browser's cache mode for a bound request: every binding is a network exchange. */

@@ -11,8 +11,13 @@ import { Agent, blockText, logicalKey, parseBlock } from './agent/agent.mjs';
 const DB_NAME = 'slipstream-agent';
 const DB_STORE = 'state';
 const DB_KEY = 'agent';
-/** How long after a change the state is written (changes within it are written together). */
-const SAVE_DELAY_MS = 50;
+/**
+ * The least time between two writes of the state: changes within it are written together, so a
+ * page load's dozens of samples cost one write. A change of an endpoint's health (a failure, or a
+ * failed endpoint answering) is written at once. What a worker stopped by the browser loses is
+ * at most this much of samples.
+ */
+const SAVE_INTERVAL_MS = 1000;
 /** The longest wait between two looks at the probe schedule while the worker is alive. */
 const TICK_MAX_MS = 1000;
 
@@ -25,44 +30,72 @@ let loadError = null;
 let lastError = null;
 /** @type {Agent} */
 let agent = null;
-/** Changes not yet written, and the write in progress. */
+/** Changes not yet written, and when the last write was and how many there were. */
 let dirty = false;
-let saving = null;
-let saveTimer = null;
 let savedMs = null;
+let writes = 0;
 /** Endpoints with a probe in flight (one at a time each). */
 const probing = new Set();
 let tick = null;
 
 // ---------------------------------------------------------------------------------------------
-// IndexedDB: one object store, one record holding the agent's JSON state.
+// IndexedDB: one object store, one record holding the agent's JSON state. The database is
+// opened once and kept open; it is opened again if the browser closes it or another version
+// asks for it (the connection is then closed so the upgrade can go on).
 
-function openDb() {
-  return new Promise((resolve, reject) => {
+/** @type {Promise<IDBDatabase> | null} */
+let dbOpen = null;
+/** How many times this worker opened the database. */
+let dbOpens = 0;
+
+function db() {
+  if (dbOpen !== null) return dbOpen;
+  dbOpens++;
+  const opening = new Promise((resolve, reject) => {
     const req = indexedDB.open(DB_NAME, 1);
     req.onupgradeneeded = () => req.result.createObjectStore(DB_STORE);
-    req.onsuccess = () => resolve(req.result);
+    req.onsuccess = () => {
+      const conn = req.result;
+      const forget = () => {
+        if (dbOpen === opening) dbOpen = null;
+      };
+      conn.onclose = forget;
+      conn.onversionchange = () => {
+        forget();
+        conn.close();
+      };
+      resolve(conn);
+    };
     req.onerror = () => reject(req.error);
   });
+  dbOpen = opening;
+  opening.catch(() => {
+    if (dbOpen === opening) dbOpen = null;
+  });
+  return opening;
 }
 
 async function dbDo(mode, fn) {
-  const db = await openDb();
+  let conn = await db();
+  let tx;
   try {
-    return await new Promise((resolve, reject) => {
-      const tx = db.transaction(DB_STORE, mode);
-      const req = fn(tx.objectStore(DB_STORE));
-      let value;
-      req.onsuccess = () => {
-        value = req.result;
-      };
-      tx.oncomplete = () => resolve(value);
-      tx.onerror = () => reject(tx.error);
-      tx.onabort = () => reject(tx.error);
-    });
-  } finally {
-    db.close();
+    tx = conn.transaction(DB_STORE, mode);
+  } catch (e) {
+    // Closed under us (InvalidStateError) before onclose ran: open it again, once.
+    if (dbOpen !== null && (await dbOpen) === conn) dbOpen = null;
+    conn = await db();
+    tx = conn.transaction(DB_STORE, mode);
   }
+  return new Promise((resolve, reject) => {
+    const req = fn(tx.objectStore(DB_STORE));
+    let value;
+    req.onsuccess = () => {
+      value = req.result;
+    };
+    tx.oncomplete = () => resolve(value);
+    tx.onerror = () => reject(tx.error);
+    tx.onabort = () => reject(tx.error);
+  });
 }
 
 const loading = (async () => {
@@ -79,26 +112,66 @@ const loading = (async () => {
   schedule();
 })();
 
-/** Marks the state changed; the returned promise settles once it is written. */
-function changed() {
+/** Settles once the changes made so far are written (or their write failed). */
+let flushed = null;
+let settleFlushed = null;
+/** The planned write: its timer and when (performance.now()); whether one is running. */
+let saveTimer = null;
+let saveAt = Infinity;
+let writing = false;
+/** When the write running was asked for again, or Infinity. */
+let againAt = Infinity;
+let lastWriteAt = -Infinity;
+
+/**
+ * Marks the state changed; the returned promise settles once it is written: at once if
+ * `urgent`, else at most one write each `SAVE_INTERVAL_MS`.
+ */
+function changed(urgent = false) {
   dirty = true;
-  if (saveTimer === null) {
-    saving = new Promise((resolve) => {
-      saveTimer = setTimeout(async () => {
-        saveTimer = null;
-        dirty = false;
-        try {
-          await dbDo('readwrite', (st) => st.put(agent.toJSON(), DB_KEY));
-          savedMs = Date.now();
-        } catch (e) {
-          lastError = `saving the state: ${e}`;
-          dirty = true;
-        }
-        resolve();
-      }, SAVE_DELAY_MS);
-    });
+  if (flushed === null) flushed = new Promise((resolve) => (settleFlushed = resolve));
+  planSave(urgent ? 0 : lastWriteAt + SAVE_INTERVAL_MS);
+  return flushed;
+}
+
+function planSave(at) {
+  if (writing) {
+    againAt = Math.min(againAt, at);
+    return;
   }
-  return saving;
+  if (saveTimer !== null && saveAt <= at) return;
+  clearTimeout(saveTimer);
+  saveAt = at;
+  saveTimer = setTimeout(save, Math.max(0, at - performance.now()));
+}
+
+async function save() {
+  saveTimer = null;
+  saveAt = Infinity;
+  writing = true;
+  dirty = false;
+  const settle = settleFlushed;
+  flushed = null;
+  settleFlushed = null;
+  lastWriteAt = performance.now();
+  try {
+    await dbDo('readwrite', (st) => st.put(agent.toJSON(), DB_KEY));
+    savedMs = Date.now();
+    writes++;
+  } catch (e) {
+    lastError = `saving the state: ${e}`;
+    dirty = true;
+  }
+  writing = false;
+  settle?.();
+  if (dirty) {
+    // Changed while writing, or the write failed: the next write, one interval on at the latest.
+    const at = Math.min(againAt, lastWriteAt + SAVE_INTERVAL_MS);
+    againAt = Infinity;
+    if (flushed === null) flushed = new Promise((resolve) => (settleFlushed = resolve));
+    planSave(at);
+  }
+  againAt = Infinity;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -221,8 +294,17 @@ async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
 
 /** Records an outcome of an exchange with `endpoint` now, and marks the state changed. */
 function recordNow(endpoint, outcome, latencyMs) {
-  agent.record(endpoint, outcome, Date.now(), latencyMs);
-  changed();
+  const now = Date.now();
+  const liveBefore = isLive(endpoint, now);
+  agent.record(endpoint, outcome, now, latencyMs);
+  // A change of health is written at once, so a restarted worker does not send requests to a
+  // replica found dead (or keep avoiding one found back) in the meantime.
+  changed(isLive(endpoint, now) !== liveBefore);
+}
+
+function isLive(endpoint, now) {
+  const entry = agent.selector.health(now).find(([name]) => name === endpoint);
+  return entry ? entry[1] : null;
 }
 
 /** Resource Timing entries kept at most; beyond, the buffer is emptied (see `recordAnswered`). */
@@ -340,7 +422,7 @@ async function handle(event, request, url) {
       }),
     );
   }
-  event.waitUntil(saving ?? Promise.resolve());
+  if (flushed !== null) event.waitUntil(flushed);
   return answer;
 }
 
@@ -414,6 +496,8 @@ function stateMessage() {
     last_error: lastError,
     dirty,
     saved_ms: savedMs,
+    writes,
+    db_opens: dbOpens,
     samples_by: { ...sampled },
     blocks_learnt: { ...learnt },
     config: agent.selector.config,

@@ -300,7 +300,8 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
 
   await phase('requests go mostly to the fastest replica', async () => {
     await loadPages(page, origin, nodes, 4); // warm-up: every replica measured
-    const learntBefore = (await agentState(page)).blocks_learnt;
+    const stateBefore = await agentState(page);
+    const learntBefore = stateBefore.blocks_learnt;
     const requests = await loadPages(page, origin, nodes, 8);
     t.diagnostic(`requests per replica, 8 loads: ${JSON.stringify(requests)}`);
     await handlers.settled();
@@ -314,6 +315,15 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
     t.diagnostic(`blocks learnt before the 8 loads: ${JSON.stringify(learntBefore)}, after: ${JSON.stringify(s.blocks_learnt)}`);
     assert.ok(s.blocks_learnt.navigation - learntBefore.navigation >= 8, 'every page learnt from its navigation');
     assert.equal(s.blocks_learnt.message, learntBefore.message, 'no page posted its block again');
+    // The state is written at most once a second (each health change at once; there is none
+    // here), not after every sample, through one database connection per worker.
+    if (s.instance === stateBefore.instance) {
+      const writes = s.writes - stateBefore.writes;
+      const seconds = (s.now_ms - stateBefore.now_ms) / 1000;
+      t.diagnostic(`state writes during the 8 loads: ${writes} in ${seconds.toFixed(1)} s; database opened ${s.db_opens} times`);
+      assert.ok(writes <= Math.ceil(seconds) + 1, `${writes} writes in ${seconds.toFixed(1)} s`);
+      assert.equal(s.db_opens, 1, 'the database opened once');
+    }
     const most = [...s.table].sort((a, b) => b.samples - a.samples)[0];
     assert.equal(most.endpoint, replicaOrigin('r2'), 'r2 has the most samples in the agent\'s table');
   });

@@ -20,7 +20,7 @@
 // endpoints (the one named longest ago forgotten first). The whole state is plain JSON
 // (`toJSON`, `Agent.fromJSON`) for IndexedDB.
 
-import { DEFAULTS, Refresh } from './select.mjs';
+import { Refresh, makeConfig } from './select.mjs';
 
 /** The JSON state's format tag; `fromJSON` refuses any other. */
 export const AGENT_FORMAT = 'slipstream-agent@1';
@@ -90,7 +90,7 @@ export function parseBlock(text, pageOrigin) {
   }
   // The selector checks the values; check here that they would be accepted, so a bad block
   // is refused whole before anything is learnt from it.
-  new Refresh([], config, 0);
+  makeConfig(config);
   const urls = b.urls ?? {};
   if (urls === null || typeof urls !== 'object' || Array.isArray(urls)) {
     throw new TypeError('replica block: urls: not an object');
@@ -167,9 +167,7 @@ export class Agent {
    */
   learn(block, nowMs) {
     if (JSON.stringify(block.config) !== JSON.stringify(this._overrides)) {
-      const s = this._selector.toJSON();
-      s.config = { ...DEFAULTS, ...block.config };
-      this._selector = Refresh.fromJSON(s);
+      this._selector.setConfig(block.config);
       this._overrides = { ...block.config };
     }
     const named = [];

@@ -18,6 +18,7 @@ import {
   logicalKey,
   parseBlock,
 } from '../agent/agent.mjs';
+import { DEFAULTS } from '../agent/select.mjs';
 
 const ORIGIN = 'http://127.0.0.1:8000';
 const A = 'http://127.0.0.1:21001';
@@ -259,6 +260,11 @@ test('a new configuration applies and keeps the latency table', () => {
   assert.equal(a.selector.config.probe_interval_ms, 300);
   assert.equal(a.selector.estimate(A).samples, 1);
   assert.equal(a.selector.estimate(A).avg_ms, 40);
+  assert.deepEqual(a.overrides, { probe_interval_ms: 300, max_probe_interval_ms: 900 });
+  // A block without overrides goes back to the defaults, still keeping the table.
+  a.learn(block({ '/x': [`${A}/x`] }, {}), 2);
+  assert.equal(a.selector.config.probe_interval_ms, DEFAULTS.probe_interval_ms);
+  assert.equal(a.selector.estimate(A).samples, 1);
 });
 
 test('the JSON state round-trips: same table, same choices', () => {

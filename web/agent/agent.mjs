@@ -5,8 +5,11 @@
 //
 // One Refresh selector (select.mjs) runs over every replica endpoint the agent knows of, an
 // endpoint being a physical URL's origin (scheme://host:port), so a latency learnt through one
-// logical URL serves every URL replicated there, on every page of the site (001 §4.1: one
-// latency table per client). The replica lists come from the `slipstream-replicas` block the
+// logical URL serves every URL replicated there, on every page of the site. (001 §4.1 goes
+// further: its latency table is shared by the clients through a shared file system, each client
+// keeping its own only where there is none. Here a browser profile keeps its own, in the
+// worker's IndexedDB, shared by every page and tab of the origin, not by other browsers.) The
+// replica lists come from the `slipstream-replicas` block the
 // server puts into every HTML page (001 §5.1; format in web/README.md).
 //
 // The server lists only the replicas on nodes its cluster holds alive, so a page served while a
@@ -218,7 +221,8 @@ export class Agent {
 
   /**
    * The replicas to try for logical `key`, best first: `[{endpoint, url, timeoutMs}]` in the
-   * selector's order of their endpoints (001 §4.1: the least S-percentile, failed ones last),
+   * selector's order of their endpoints (001 §4.1: the least S-percentile first; failed ones
+   * last, where the paper leaves them out, so a request still has somewhere to go),
    * or null when the key has no replicas. The caller tries them in turn and then the plain URL.
    */
   plan(key, nowMs) {
@@ -231,12 +235,20 @@ export class Agent {
       .map(({ url, endpoint }) => ({ endpoint, url, timeoutMs: this._selector.timeout(endpoint, nowMs) }));
   }
 
-  /** The outcome of one exchange with `endpoint` (select.mjs `OUTCOMES`). */
+  /**
+   * The outcome of one exchange with `endpoint` (select.mjs `OUTCOMES`). Which outcomes mark an
+   * endpoint failed is the project's rule (crates/slipstream-select/src/refresh.rs, "What
+   * counts as a failure"): 001 §4.1 names only the expired timeout.
+   */
   record(endpoint, outcome, nowMs, latencyMs) {
     this._selector.record(endpoint, outcome, nowMs, latencyMs);
   }
 
-  /** A physical URL of `endpoint` to send a HEAD to: the last one a page named. */
+  /**
+   * A physical URL of `endpoint` to send a HEAD to: the last one a page named. 001 §4.1 probes
+   * "a randomly chosen resource" of the server; the agent takes the last one named instead (no
+   * randomness in this module, and a URL a page named recently is the likeliest to exist).
+   */
   probeUrl(endpoint) {
     return this._probeUrls.get(endpoint) ?? null;
   }

@@ -205,8 +205,10 @@ class Failure extends Error {
 /**
  * One GET or HEAD to a replica. Resolves once the response head arrives to `{response, body}`,
  * `body` a stream passing the replica's body through as it comes (never buffered whole), or
- * records the failure and throws: no connection, no head within `timeoutMs` (001 §4.1's
- * T-percentile timeout) or a 5xx status. Only these failures before the head are failed over.
+ * records the failure and throws: no head within `timeoutMs` (001 §4.1's T-percentile timeout,
+ * the one failure the paper names), no connection, or a 5xx status (these two counted as
+ * failures by the project's rule, crates/slipstream-select/src/refresh.rs). Only these failures
+ * before the head are failed over.
  *
  * The sample is the time to the response head (001 §4.1: HTTP request latency, "the time to
  * receive the first byte"), not to the end of the body, so a large resource does not make its
@@ -427,7 +429,8 @@ async function handle(event, request, url) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Probes: HEADs to endpoints the selector asks about (recover: failed; refresh: stale).
+// Probes: HEADs to endpoints the selector asks about (recover: failed; refresh: stale), each to
+// the physical URL of it a page named last (`Agent#probeUrl`; 001 §4.1 picks a random resource).
 
 function runProbes() {
   if (agent === null) return Promise.resolve();

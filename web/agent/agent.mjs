@@ -5,8 +5,11 @@
 //
 // One Refresh selector (select.mjs) runs over every replica endpoint the agent knows of, an
 // endpoint being a physical URL's origin (scheme://host:port), so a latency learnt through one
-// logical URL serves every URL replicated there, on every page of the site (001 §4.1: one
-// latency table per client). The replica lists come from the `slipstream-replicas` block the
+// logical URL serves every URL replicated there, on every page of the site. (001 §4.1 goes
+// further: its latency table is shared by the clients through a shared file system, each client
+// keeping its own only where there is none. Here a browser profile keeps its own, in the
+// worker's IndexedDB, shared by every page and tab of the origin, not by other browsers.) The
+// replica lists come from the `slipstream-replicas` block the
 // server puts into every HTML page (001 §5.1; format in web/README.md).
 //
 // The server lists only the replicas on nodes its cluster holds alive, so a page served while a
@@ -20,7 +23,7 @@
 // endpoints (the one named longest ago forgotten first). The whole state is plain JSON
 // (`toJSON`, `Agent.fromJSON`) for IndexedDB.
 
-import { DEFAULTS, Refresh } from './select.mjs';
+import { Refresh, makeConfig } from './select.mjs';
 
 /** The JSON state's format tag; `fromJSON` refuses any other. */
 export const AGENT_FORMAT = 'slipstream-agent@1';
@@ -90,7 +93,7 @@ export function parseBlock(text, pageOrigin) {
   }
   // The selector checks the values; check here that they would be accepted, so a bad block
   // is refused whole before anything is learnt from it.
-  new Refresh([], config, 0);
+  makeConfig(config);
   const urls = b.urls ?? {};
   if (urls === null || typeof urls !== 'object' || Array.isArray(urls)) {
     throw new TypeError('replica block: urls: not an object');
@@ -167,9 +170,7 @@ export class Agent {
    */
   learn(block, nowMs) {
     if (JSON.stringify(block.config) !== JSON.stringify(this._overrides)) {
-      const s = this._selector.toJSON();
-      s.config = { ...DEFAULTS, ...block.config };
-      this._selector = Refresh.fromJSON(s);
+      this._selector.setConfig(block.config);
       this._overrides = { ...block.config };
     }
     const named = [];
@@ -184,8 +185,27 @@ export class Agent {
       }
     }
     while (this._urls.size > MAX_URLS) this._urls.delete(this._urls.keys().next().value);
-    while (this._probeUrls.size > MAX_ENDPOINTS) this._probeUrls.delete(this._probeUrls.keys().next().value);
+    let evicted = false;
+    while (this._probeUrls.size > MAX_ENDPOINTS) {
+      this._probeUrls.delete(this._probeUrls.keys().next().value);
+      evicted = true;
+    }
+    if (evicted) this._unbindForgotten();
     this._syncEndpoints(nowMs, named);
+  }
+
+  /**
+   * Drops every binding to an endpoint no longer known (forgotten for `MAX_ENDPOINTS`), and a
+   * URL left without replicas: the selector has no entry for such an endpoint, so it would get
+   * no timeout (`plan` would hand out `timeoutMs: null`) and no probe. A URL is bound only to
+   * endpoints in the table; a page naming it again binds it afresh.
+   */
+  _unbindForgotten() {
+    for (const [key, physical] of this._urls) {
+      const kept = physical.filter((p) => this._probeUrls.has(endpointOf(p)));
+      if (kept.length === 0) this._urls.delete(key);
+      else if (kept.length !== physical.length) this._urls.set(key, kept);
+    }
   }
 
   /**
@@ -201,7 +221,8 @@ export class Agent {
 
   /**
    * The replicas to try for logical `key`, best first: `[{endpoint, url, timeoutMs}]` in the
-   * selector's order of their endpoints (001 §4.1: the least S-percentile, failed ones last),
+   * selector's order of their endpoints (001 §4.1: the least S-percentile first; failed ones
+   * last, where the paper leaves them out, so a request still has somewhere to go),
    * or null when the key has no replicas. The caller tries them in turn and then the plain URL.
    */
   plan(key, nowMs) {
@@ -214,12 +235,20 @@ export class Agent {
       .map(({ url, endpoint }) => ({ endpoint, url, timeoutMs: this._selector.timeout(endpoint, nowMs) }));
   }
 
-  /** The outcome of one exchange with `endpoint` (select.mjs `OUTCOMES`). */
+  /**
+   * The outcome of one exchange with `endpoint` (select.mjs `OUTCOMES`). Which outcomes mark an
+   * endpoint failed is the project's rule (crates/slipstream-select/src/refresh.rs, "What
+   * counts as a failure"): 001 §4.1 names only the expired timeout.
+   */
   record(endpoint, outcome, nowMs, latencyMs) {
     this._selector.record(endpoint, outcome, nowMs, latencyMs);
   }
 
-  /** A physical URL of `endpoint` to send a HEAD to: the last one a page named. */
+  /**
+   * A physical URL of `endpoint` to send a HEAD to: the last one a page named. 001 §4.1 probes
+   * "a randomly chosen resource" of the server; the agent takes the last one named instead (no
+   * randomness in this module, and a URL a page named recently is the likeliest to exist).
+   */
   probeUrl(endpoint) {
     return this._probeUrls.get(endpoint) ?? null;
   }
@@ -333,6 +362,8 @@ export class Agent {
     a._overrides = { ...s.overrides };
     a._selector = Refresh.fromJSON(s.selector);
     a._urls = urls;
+    // A state written before bindings to forgotten endpoints were dropped may still hold some.
+    a._unbindForgotten();
     return a;
   }
 }

@@ -197,8 +197,11 @@ function checkConfig(c) {
   }
 }
 
-/** `DEFAULTS` with `overrides`; unknown fields and non-numbers are refused. */
-function makeConfig(overrides) {
+/**
+ * `DEFAULTS` with `overrides` (frozen, durations in whole nanoseconds); unknown fields,
+ * non-numbers and configurations that cannot work are refused (ConfigError).
+ */
+export function makeConfig(overrides) {
   if (overrides === null || typeof overrides !== 'object' || Array.isArray(overrides)) {
     throw new ConfigError('config', 'must be an object');
   }
@@ -279,6 +282,14 @@ export class Refresh {
     // 001 (5): the least m with m >= ln(1 - p) / ln(1 - r) - 1 (r = 1: m = 1).
     const bound = Math.log(1 - config.weight_share) / Math.log(1 - config.r) - 1;
     this._nCap = Number.isFinite(bound) && bound > 1 ? Math.ceil(bound) : 1;
+  }
+
+  /**
+   * Replaces the configuration by `DEFAULTS` with `overrides` (checked as the constructor does;
+   * a refused one changes nothing), keeping the latency table.
+   */
+  setConfig(overrides) {
+    this._setConfig(makeConfig(overrides));
   }
 
   /** The configuration, every field filled in (frozen). */

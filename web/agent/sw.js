@@ -11,8 +11,13 @@ import { Agent, blockText, logicalKey, parseBlock } from './agent/agent.mjs';
 const DB_NAME = 'slipstream-agent';
 const DB_STORE = 'state';
 const DB_KEY = 'agent';
-/** How long after a change the state is written (changes within it are written together). */
-const SAVE_DELAY_MS = 50;
+/**
+ * The least time between two writes of the state: changes within it are written together, so a
+ * page load's dozens of samples cost one write. A change of an endpoint's health (a failure, or a
+ * failed endpoint answering) is written at once. What a worker stopped by the browser loses is
+ * at most this much of samples.
+ */
+const SAVE_INTERVAL_MS = 1000;
 /** The longest wait between two looks at the probe schedule while the worker is alive. */
 const TICK_MAX_MS = 1000;
 
@@ -25,44 +30,72 @@ let loadError = null;
 let lastError = null;
 /** @type {Agent} */
 let agent = null;
-/** Changes not yet written, and the write in progress. */
+/** Changes not yet written, and when the last write was and how many there were. */
 let dirty = false;
-let saving = null;
-let saveTimer = null;
 let savedMs = null;
+let writes = 0;
 /** Endpoints with a probe in flight (one at a time each). */
 const probing = new Set();
 let tick = null;
 
 // ---------------------------------------------------------------------------------------------
-// IndexedDB: one object store, one record holding the agent's JSON state.
+// IndexedDB: one object store, one record holding the agent's JSON state. The database is
+// opened once and kept open; it is opened again if the browser closes it or another version
+// asks for it (the connection is then closed so the upgrade can go on).
 
-function openDb() {
-  return new Promise((resolve, reject) => {
+/** @type {Promise<IDBDatabase> | null} */
+let dbOpen = null;
+/** How many times this worker opened the database. */
+let dbOpens = 0;
+
+function db() {
+  if (dbOpen !== null) return dbOpen;
+  dbOpens++;
+  const opening = new Promise((resolve, reject) => {
     const req = indexedDB.open(DB_NAME, 1);
     req.onupgradeneeded = () => req.result.createObjectStore(DB_STORE);
-    req.onsuccess = () => resolve(req.result);
+    req.onsuccess = () => {
+      const conn = req.result;
+      const forget = () => {
+        if (dbOpen === opening) dbOpen = null;
+      };
+      conn.onclose = forget;
+      conn.onversionchange = () => {
+        forget();
+        conn.close();
+      };
+      resolve(conn);
+    };
     req.onerror = () => reject(req.error);
   });
+  dbOpen = opening;
+  opening.catch(() => {
+    if (dbOpen === opening) dbOpen = null;
+  });
+  return opening;
 }
 
 async function dbDo(mode, fn) {
-  const db = await openDb();
+  let conn = await db();
+  let tx;
   try {
-    return await new Promise((resolve, reject) => {
-      const tx = db.transaction(DB_STORE, mode);
-      const req = fn(tx.objectStore(DB_STORE));
-      let value;
-      req.onsuccess = () => {
-        value = req.result;
-      };
-      tx.oncomplete = () => resolve(value);
-      tx.onerror = () => reject(tx.error);
-      tx.onabort = () => reject(tx.error);
-    });
-  } finally {
-    db.close();
+    tx = conn.transaction(DB_STORE, mode);
+  } catch (e) {
+    // Closed under us (InvalidStateError) before onclose ran: open it again, once.
+    if (dbOpen !== null && (await dbOpen) === conn) dbOpen = null;
+    conn = await db();
+    tx = conn.transaction(DB_STORE, mode);
   }
+  return new Promise((resolve, reject) => {
+    const req = fn(tx.objectStore(DB_STORE));
+    let value;
+    req.onsuccess = () => {
+      value = req.result;
+    };
+    tx.oncomplete = () => resolve(value);
+    tx.onerror = () => reject(tx.error);
+    tx.onabort = () => reject(tx.error);
+  });
 }
 
 const loading = (async () => {
@@ -79,32 +112,76 @@ const loading = (async () => {
   schedule();
 })();
 
-/** Marks the state changed; the returned promise settles once it is written. */
-function changed() {
+/** Settles once the changes made so far are written (or their write failed). */
+let flushed = null;
+let settleFlushed = null;
+/** The planned write: its timer and when (performance.now()); whether one is running. */
+let saveTimer = null;
+let saveAt = Infinity;
+let writing = false;
+/** When the write running was asked for again, or Infinity. */
+let againAt = Infinity;
+let lastWriteAt = -Infinity;
+
+/**
+ * Marks the state changed; the returned promise settles once it is written: at once if
+ * `urgent`, else at most one write each `SAVE_INTERVAL_MS`.
+ */
+function changed(urgent = false) {
   dirty = true;
-  if (saveTimer === null) {
-    saving = new Promise((resolve) => {
-      saveTimer = setTimeout(async () => {
-        saveTimer = null;
-        dirty = false;
-        try {
-          await dbDo('readwrite', (st) => st.put(agent.toJSON(), DB_KEY));
-          savedMs = Date.now();
-        } catch (e) {
-          lastError = `saving the state: ${e}`;
-          dirty = true;
-        }
-        resolve();
-      }, SAVE_DELAY_MS);
-    });
+  if (flushed === null) flushed = new Promise((resolve) => (settleFlushed = resolve));
+  planSave(urgent ? 0 : lastWriteAt + SAVE_INTERVAL_MS);
+  return flushed;
+}
+
+function planSave(at) {
+  if (writing) {
+    againAt = Math.min(againAt, at);
+    return;
   }
-  return saving;
+  if (saveTimer !== null && saveAt <= at) return;
+  clearTimeout(saveTimer);
+  saveAt = at;
+  saveTimer = setTimeout(save, Math.max(0, at - performance.now()));
+}
+
+async function save() {
+  saveTimer = null;
+  saveAt = Infinity;
+  writing = true;
+  dirty = false;
+  const settle = settleFlushed;
+  flushed = null;
+  settleFlushed = null;
+  lastWriteAt = performance.now();
+  try {
+    await dbDo('readwrite', (st) => st.put(agent.toJSON(), DB_KEY));
+    savedMs = Date.now();
+    writes++;
+  } catch (e) {
+    lastError = `saving the state: ${e}`;
+    dirty = true;
+  }
+  writing = false;
+  settle?.();
+  if (dirty) {
+    // Changed while writing, or the write failed: the next write, one interval on at the latest.
+    const at = Math.min(againAt, lastWriteAt + SAVE_INTERVAL_MS);
+    againAt = Infinity;
+    if (flushed === null) flushed = new Promise((resolve) => (settleFlushed = resolve));
+    planSave(at);
+  }
+  againAt = Infinity;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Learning replica lists.
 
-function learnText(text, origin) {
+/** Blocks learnt, by where they came from: a navigation the worker answered, or a page's message. */
+const learnt = { navigation: 0, message: 0 };
+
+function learnText(text, origin, from) {
+  learnt[from]++;
   try {
     agent.learn(parseBlock(text, origin), Date.now());
     schedule();
@@ -126,9 +203,21 @@ class Failure extends Error {
 }
 
 /**
- * One GET or HEAD to a replica, the body read whole: resolves to `{response, body}` and records
- * the latency to the end of the body, or records the failure and throws. `timeoutMs` bounds the
- * response head (001 §4.1's T-percentile timeout), the configured greatest timeout the body.
+ * One GET or HEAD to a replica. Resolves once the response head arrives to `{response, body}`,
+ * `body` a stream passing the replica's body through as it comes (never buffered whole), or
+ * records the failure and throws: no head within `timeoutMs` (001 §4.1's T-percentile timeout,
+ * the one failure the paper names), no connection, or a 5xx status (these two counted as
+ * failures by the project's rule, crates/slipstream-select/src/refresh.rs). Only these failures
+ * before the head are failed over.
+ *
+ * The sample is the time to the response head (001 §4.1: HTTP request latency, "the time to
+ * receive the first byte"), not to the end of the body, so a large resource does not make its
+ * replica look slow. It is recorded once the body has passed through (or was cancelled), when
+ * the browser's Resource Timing entry of the exchange exists and gives that time without the
+ * browser's own queue (see `recordAnswered`); without an entry, the wall-clock time from calling
+ * fetch() to its resolving, taken when the head arrived, is the sample. A body that breaks or
+ * stalls beyond the configured greatest timeout after the head is recorded as a failure (the
+ * page sees a network error): the project's rule, not the paper's.
  */
 async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
   const ctrl = new AbortController();
@@ -140,8 +229,9 @@ async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
     }, ms);
   const t0 = performance.now();
   let timer = arm(timeoutMs);
+  let response;
   try {
-    const response = await fetch(url, {
+    response = await fetch(url, {
       method,
       mode: 'cors',
       credentials: 'omit',
@@ -149,51 +239,150 @@ async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
       redirect: 'follow',
       signal: ctrl.signal,
     });
-    clearTimeout(timer);
-    timer = arm(Math.max(timeoutMs, agent.selector.config.max_timeout_ms));
-    const body = method === 'HEAD' ? null : await response.arrayBuffer();
-    clearTimeout(timer);
-    const latency = measured(url, t0, performance.now() - t0);
-    if (response.status >= 500) throw new Failure('broken', `${url}: status ${response.status}`);
-    agent.record(endpoint, 'answered', Date.now(), latency);
-    return { response, body };
   } catch (e) {
     clearTimeout(timer);
-    const outcome = e instanceof Failure ? e.outcome : timedOut ? 'timed_out' : 'connect_failed';
-    agent.record(endpoint, outcome, Date.now());
-    throw e instanceof Failure ? e : new Failure(outcome, `${url}: ${e}`);
-  } finally {
-    changed();
+    const outcome = timedOut ? 'timed_out' : 'connect_failed';
+    recordNow(endpoint, outcome);
+    throw new Failure(outcome, `${url}: ${e}`);
   }
+  clearTimeout(timer);
+  // The head is here: the time to first byte, on the wall clock.
+  const headMs = performance.now() - t0;
+  if (response.status >= 500) {
+    response.body?.cancel().catch(() => {});
+    recordNow(endpoint, 'broken');
+    throw new Failure('broken', `${url}: status ${response.status}`);
+  }
+  if (method === 'HEAD' || response.body === null) {
+    recordAnswered(endpoint, url, t0, headMs);
+    return { response, body: null };
+  }
+  // The body, streamed through; the greatest timeout bounds it.
+  timer = arm(Math.max(timeoutMs, agent.selector.config.max_timeout_ms));
+  let done = false;
+  const finish = (outcome) => {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    if (outcome === 'answered') recordAnswered(endpoint, url, t0, headMs);
+    else recordNow(endpoint, outcome);
+  };
+  const reader = response.body.getReader();
+  const body = new ReadableStream({
+    async pull(controller) {
+      let chunk;
+      try {
+        chunk = await reader.read();
+      } catch (e) {
+        finish(timedOut ? 'timed_out' : 'broken');
+        controller.error(e);
+        return;
+      }
+      if (chunk.done) {
+        controller.close();
+        finish('answered');
+      } else {
+        controller.enqueue(chunk.value);
+      }
+    },
+    cancel(reason) {
+      // The page (or the fail-over past a 404) no longer wants the body: the head arrived.
+      finish('answered');
+      return reader.cancel(reason);
+    },
+  });
+  return { response, body };
 }
 
-/** Resource Timing entries kept at most; beyond, the buffer is emptied (see `measured`). */
+/** Records an outcome of an exchange with `endpoint` now, and marks the state changed. */
+function recordNow(endpoint, outcome, latencyMs) {
+  const now = Date.now();
+  const liveBefore = isLive(endpoint, now);
+  agent.record(endpoint, outcome, now, latencyMs);
+  // A change of health is written at once, so a restarted worker does not send requests to a
+  // replica found dead (or keep avoiding one found back) in the meantime.
+  changed(isLive(endpoint, now) !== liveBefore);
+}
+
+function isLive(endpoint, now) {
+  const entry = agent.selector.health(now).find(([name]) => name === endpoint);
+  return entry ? entry[1] : null;
+}
+
+/** Resource Timing entries kept at most; beyond, the buffer is emptied (see `recordAnswered`). */
 const TIMING_BUFFER = 1000;
 performance.setResourceTimingBufferSize?.(TIMING_BUFFER);
 /** How many samples came from Resource Timing, and how many from the wall clock. */
 const sampled = { timing: 0, wall: 0 };
 
-/**
- * The latency of the exchange with `url` started at `t0`: from sending the request (after any new
- * connection's setup) to the end of the body, by the Resource Timing entry the replica's
- * `Timing-Allow-Origin` exposes. That leaves out the time the request waited in the browser for
- * a free connection to the host, which would otherwise charge the replica carrying the most
- * traffic for the browser's own queue. Without an entry, `wallMs` (the whole wait) is the sample.
- */
-function measured(url, t0, wallMs) {
+/** The longest wait for an exchange's Resource Timing entry after its body ended. */
+const ENTRY_WAIT_MS = 1000;
+/** Callbacks waiting for Resource Timing entries, by URL. */
+const entryWaiters = new Map();
+try {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) for (const fn of [...(entryWaiters.get(e.name) ?? [])]) fn(e);
+  }).observe({ type: 'resource' });
+} catch {
+  // No observer: the entry is looked for once, then the wall clock is the sample.
+}
+
+/** The exchange's Resource Timing entry with a time to first byte, or null. */
+function timingEntry(url, t0) {
   const entries = performance.getEntriesByName(url, 'resource');
-  if (entries.length >= TIMING_BUFFER * 0.8 || performance.getEntriesByType('resource').length >= TIMING_BUFFER * 0.8) {
-    performance.clearResourceTimings();
-  }
-  for (let i = entries.length - 1; i >= 0; i--) {
-    const e = entries[i];
-    if (e.startTime < t0 || !(e.requestStart > 0) || !(e.responseEnd >= e.requestStart)) continue;
-    const connect = e.connectEnd > e.connectStart ? e.connectEnd - e.connectStart : 0;
-    sampled.timing++;
-    return e.responseEnd - e.requestStart + connect;
-  }
-  sampled.wall++;
-  return wallMs;
+  for (let i = entries.length - 1; i >= 0; i--) if (isEntryOf(entries[i], t0)) return entries[i];
+  return null;
+}
+
+/** Whether Resource Timing entry `e` is of an exchange started at `t0` and has a first byte. */
+function isEntryOf(e, t0) {
+  return e.startTime >= t0 && e.requestStart > 0 && e.responseStart >= e.requestStart;
+}
+
+/** The entry, waiting at most `ENTRY_WAIT_MS` for the browser to add it (it may come after the body's end). */
+function awaitEntry(url, t0) {
+  const now = timingEntry(url, t0);
+  if (now !== null) return Promise.resolve(now);
+  return new Promise((resolve) => {
+    const waiters = entryWaiters.get(url) ?? new Set();
+    entryWaiters.set(url, waiters);
+    const done = (e) => {
+      clearTimeout(timer);
+      waiters.delete(check);
+      if (waiters.size === 0) entryWaiters.delete(url);
+      resolve(e);
+    };
+    const check = (e) => {
+      if (isEntryOf(e, t0)) done(e);
+    };
+    const timer = setTimeout(() => done(null), ENTRY_WAIT_MS);
+    waiters.add(check);
+  });
+}
+
+/**
+ * Records the latency of the exchange with `url` started at `t0` (its head having arrived):
+ * from sending the request (after any new connection's setup) to the first byte of the
+ * response, by the Resource Timing entry the replica's `Timing-Allow-Origin` exposes
+ * (`responseStart - requestStart`, plus the connection's setup if it made one). That leaves out
+ * the time the request waited in the browser for a free connection to the host, which would
+ * otherwise charge the replica carrying the most traffic for the browser's own queue. The entry
+ * exists once the body has ended; without one, `headMs` (the wall-clock time from calling
+ * fetch() to the head, queue included) is the sample.
+ */
+function recordAnswered(endpoint, url, t0, headMs) {
+  return awaitEntry(url, t0).then((e) => {
+    if (performance.getEntriesByType('resource').length >= TIMING_BUFFER * 0.8) performance.clearResourceTimings();
+    let latency = headMs;
+    if (e !== null) {
+      const connect = e.connectEnd > e.connectStart ? e.connectEnd - e.connectStart : 0;
+      latency = e.responseStart - e.requestStart + connect;
+      sampled.timing++;
+    } else {
+      sampled.wall++;
+    }
+    recordNow(endpoint, 'answered', latency);
+  });
 }
 
 /** The browser's cache mode for a bound request: every binding is a network exchange. */
@@ -211,7 +400,10 @@ async function handle(event, request, url) {
     try {
       const { response, body } = await exchange(c.endpoint, c.url, 'GET', c.timeoutMs, cacheModeFor(request));
       // A replica without the resource answered (it is alive), but another may have it.
-      if (response.status === 404 || response.status === 410) continue;
+      if (response.status === 404 || response.status === 410) {
+        body?.cancel().catch(() => {});
+        continue;
+      }
       answer = new Response(body, {
         status: response.status,
         statusText: response.statusText,
@@ -228,16 +420,17 @@ async function handle(event, request, url) {
     event.waitUntil(
       copy.text().then((html) => {
         const text = blockText(html);
-        return text === null ? undefined : learnText(text, self.location.origin);
+        return text === null ? undefined : learnText(text, self.location.origin, 'navigation');
       }),
     );
   }
-  event.waitUntil(saving ?? Promise.resolve());
+  if (flushed !== null) event.waitUntil(flushed);
   return answer;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Probes: HEADs to endpoints the selector asks about (recover: failed; refresh: stale).
+// Probes: HEADs to endpoints the selector asks about (recover: failed; refresh: stale), each to
+// the physical URL of it a page named last (`Agent#probeUrl`; 001 §4.1 picks a random resource).
 
 function runProbes() {
   if (agent === null) return Promise.resolve();
@@ -306,7 +499,10 @@ function stateMessage() {
     last_error: lastError,
     dirty,
     saved_ms: savedMs,
+    writes,
+    db_opens: dbOpens,
     samples_by: { ...sampled },
+    blocks_learnt: { ...learnt },
     config: agent.selector.config,
     urls: agent.urlCount,
     table: agent.table(now),
@@ -319,8 +515,9 @@ self.addEventListener('message', (event) => {
   event.waitUntil(
     loading.then(async () => {
       if (data.type === 'slipstream-page' && typeof data.block === 'string') {
-        // A page loaded before this worker controlled it hands over its block (register.js).
-        await learnText(data.block, self.location.origin);
+        // A page loaded without this worker hands over its block (register.js); a page whose
+        // navigation it answered does not (its block was learnt from the response).
+        await learnText(data.block, self.location.origin, 'message');
         reply({ type: 'slipstream-learnt', urls: agent.urlCount });
       } else if (data.type === 'slipstream-state') {
         reply(stateMessage());

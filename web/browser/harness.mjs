@@ -73,6 +73,25 @@ export class Cleanup {
   }
 }
 
+/**
+ * Promises of async event handlers still running: `settled()` resolves once every one tracked
+ * so far (and any tracked while waiting) has settled, so a test reads what they count only after.
+ */
+export class Pending {
+  constructor() {
+    this.running = new Set();
+  }
+  track(promise) {
+    const p = Promise.resolve(promise).catch(() => {});
+    this.running.add(p);
+    p.finally(() => this.running.delete(p));
+    return p;
+  }
+  async settled() {
+    while (this.running.size > 0) await Promise.all([...this.running]);
+  }
+}
+
 /** A child process with its output kept (bounded) and its exit awaited. */
 export class Proc {
   constructor(name, cmd, args, opts = {}) {
@@ -159,7 +178,7 @@ export class Toxiproxy {
   static async start(cleanup) {
     const bin = toxiproxyBinary();
     const port = await freePort();
-    const proc = new Proc('toxiproxy', bin, ['-host', '127.0.0.1', '-port', String(port), '-proxy-metrics']);
+    const proc = new Proc('toxiproxy', bin, ['-host', '127.0.0.1', '-port', String(port)]);
     cleanup.add(() => proc.kill());
     const t = new Toxiproxy(proc, `http://127.0.0.1:${port}`);
     await waitFor('the Toxiproxy API', 10000, async () => {

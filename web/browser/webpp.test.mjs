@@ -3,17 +3,19 @@
 // from node r1's own port; its replica block names the three proxies as the replicas of every
 // image, script and page. Phases, each bounded in time:
 //
-//  1. warm-up, then most bytes come through the fastest replica's proxy (r2);
+//  1. warm-up, then most requests go to the fastest replica (r2);
 //  2. r2 slowed: the traffic moves to the next fastest (r3);
-//  3. r3 killed (SIGKILL) while a page loads: that page and the next load completely;
+//  3. r3 killed (SIGKILL) while a page loads: that page and the next load completely, and the
+//     browser sends no GET to r3 once the agent has found it dead (only its probes);
 //  4. r3 is probed with growing intervals (Toxiproxy's failed dials to it), restarted, probed
 //     back and used again;
 //  5. the Service Worker stopped through CDP: the next worker restores the same latency table
 //     from IndexedDB, the latency-table page shows it, and the next page goes to the best
 //     replica at once.
 //
-// Where the traffic goes is measured outside the agent, by Toxiproxy's byte counters per proxy
-// and its log of failed dials; the agent's own table is only cross-checked. Prerequisites (the
+// Where the traffic goes is measured outside the agent: by the requests each node's access log
+// records, by the requests Chromium reports sending (Playwright's network events, the worker's
+// included) and by Toxiproxy's log of failed dials; the agent's own table is only cross-checked. Prerequisites (the
 // slipstream binary, the Toxiproxy server, Chromium, playwright-core) missing make the test fail
 // with a message saying how to get them.
 //
@@ -33,6 +35,7 @@ import {
   accessLog,
   Cleanup,
   PAGES,
+  Pending,
   Proc,
   REPO,
   Toxiproxy,
@@ -163,9 +166,10 @@ async function loadPages(page, origin, nodes, n) {
   return d;
 }
 
-function share(bytes, name) {
-  const total = Object.values(bytes).reduce((a, b) => a + b, 0);
-  return total === 0 ? 0 : bytes[name] / total;
+/** `name`'s share of the requests counted in `requests` (per node). */
+function share(requests, name) {
+  const total = Object.values(requests).reduce((a, b) => a + b, 0);
+  return total === 0 ? 0 : requests[name] / total;
 }
 
 async function agentState(page) {
@@ -250,14 +254,23 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
   const page = context.pages()[0] ?? (await context.newPage());
   // Requests the page or the worker sent to the page's own origin for a replicated resource:
   // after the first visit there must be none (everything bound to a replica).
+  // The handlers are async (a response is awaited): `handlers.settled()` before reading the count.
   let plainFetches = 0;
-  context.on('requestfinished', async (r) => {
-    const u = new URL(r.url());
-    if (u.origin !== origin || !/^\/(img|js)\//.test(u.pathname)) return;
-    // The worker's own fetch of the plain URL, or a page request the worker did not answer.
-    const fromWorker = r.serviceWorker() === null && (await r.response())?.fromServiceWorker();
-    if (!fromWorker) plainFetches++;
-  });
+  const handlers = new Pending();
+  context.on('requestfinished', (r) =>
+    handlers.track(
+      (async () => {
+        const u = new URL(r.url());
+        if (u.origin !== origin || !/^\/(img|js)\//.test(u.pathname)) return;
+        // The worker's own fetch of the plain URL, or a page request the worker did not answer.
+        const fromWorker = r.serviceWorker() === null && (await r.response())?.fromServiceWorker();
+        if (!fromWorker) plainFetches++;
+      })(),
+    ),
+  );
+  // Every request Chromium sends (the page's and the worker's), as the browser reports it.
+  const sent = [];
+  context.on('request', (r) => sent.push({ origin: new URL(r.url()).origin, method: r.method() }));
 
   // The phases build on each other: after a failure the rest fail at once instead of waiting
   // out their deadlines.
@@ -281,18 +294,36 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
     const s = await agentState(page);
     assert.ok(s.urls >= 16, `the agent learnt the page's URLs (${s.urls})`);
     assert.deepEqual(new Set(s.table.map((e) => e.endpoint)), want);
+    await handlers.settled();
     plainFetches = 0;
   });
 
   await phase('requests go mostly to the fastest replica', async () => {
     await loadPages(page, origin, nodes, 4); // warm-up: every replica measured
-    const bytes = await loadPages(page, origin, nodes, 8);
-    t.diagnostic(`requests per replica, 8 loads: ${JSON.stringify(bytes)}`);
+    const stateBefore = await agentState(page);
+    const learntBefore = stateBefore.blocks_learnt;
+    const requests = await loadPages(page, origin, nodes, 8);
+    t.diagnostic(`requests per replica, 8 loads: ${JSON.stringify(requests)}`);
+    await handlers.settled();
     assert.equal(plainFetches, 0, 'no image or script fetched from the page origin once the agent is in control');
-    assert.ok(share(bytes, 'r2') > 0.6, `r2 (${LATENCY.r2} ms) carried ${(100 * share(bytes, 'r2')).toFixed(0)} % of the requests`);
+    assert.ok(share(requests, 'r2') > 0.6, `r2 (${LATENCY.r2} ms) carried ${(100 * share(requests, 'r2')).toFixed(0)} % of the requests`);
     // The agent's own table agrees (a cross-check only: with r = 0.95 one sample slowed by
     // the browser's own queueing can reorder it for a moment).
     const s = await agentState(page);
+    // Each page the worker answered was learnt once, from its response; register.js posts a
+    // block only for a page loaded without the worker.
+    t.diagnostic(`blocks learnt before the 8 loads: ${JSON.stringify(learntBefore)}, after: ${JSON.stringify(s.blocks_learnt)}`);
+    assert.ok(s.blocks_learnt.navigation - learntBefore.navigation >= 8, 'every page learnt from its navigation');
+    assert.equal(s.blocks_learnt.message, learntBefore.message, 'no page posted its block again');
+    // The state is written at most once a second (each health change at once; there is none
+    // here), not after every sample, through one database connection per worker.
+    if (s.instance === stateBefore.instance) {
+      const writes = s.writes - stateBefore.writes;
+      const seconds = (s.now_ms - stateBefore.now_ms) / 1000;
+      t.diagnostic(`state writes during the 8 loads: ${writes} in ${seconds.toFixed(1)} s; database opened ${s.db_opens} times`);
+      assert.ok(writes <= Math.ceil(seconds) + 1, `${writes} writes in ${seconds.toFixed(1)} s`);
+      assert.equal(s.db_opens, 1, 'the database opened once');
+    }
     const most = [...s.table].sort((a, b) => b.samples - a.samples)[0];
     assert.equal(most.endpoint, replicaOrigin('r2'), 'r2 has the most samples in the agent\'s table');
   });
@@ -315,10 +346,18 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
     killedAt = performance.now();
     await nodes.r3.proc.kill('SIGKILL');
     await loading;
-    const bytes = await loadPages(page, origin, nodes, 4);
-    t.diagnostic(`requests per replica, 4 loads after the kill: ${JSON.stringify(bytes)}`);
-    assert.equal(bytes.r3, 0, 'nothing came through the dead replica');
-    assert.ok(share(bytes, 'r1') > 0.6, `r1 (${LATENCY.r1} ms) took over: ${(100 * share(bytes, 'r1')).toFixed(0)} %`);
+    // The dead node's access log cannot count anything (it is not running), so what reaches
+    // r3 is counted on the browser's side: once the agent has found r3 dead (during the load
+    // above), it binds no request to it; only its HEAD probes may go there.
+    const sentBefore = sent.length;
+    const requests = await loadPages(page, origin, nodes, 4);
+    t.diagnostic(`requests per replica, 4 loads after the kill: ${JSON.stringify(requests)}`);
+    const after = sent.slice(sentBefore);
+    const getsTo = (n) => after.filter((r) => r.origin === replicaOrigin(n) && r.method === 'GET').length;
+    t.diagnostic(`GETs the browser sent, 4 loads after the kill: r1 ${getsTo('r1')}, r2 ${getsTo('r2')}, r3 ${getsTo('r3')}`);
+    assert.ok(getsTo('r1') > 0, 'the browser reports the GETs the agent sends to the replicas');
+    assert.equal(getsTo('r3'), 0, 'no GET sent to the dead replica once it was found dead');
+    assert.ok(share(requests, 'r1') > 0.6, `r1 (${LATENCY.r1} ms) took over: ${(100 * share(requests, 'r1')).toFixed(0)} %`);
     const s = await agentState(page);
     const r3 = s.table.find((e) => e.endpoint === replicaOrigin('r3'));
     assert.equal(r3.live, false, 'the agent marked r3 failed');
@@ -441,8 +480,8 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
     // The restored table ranks as the old one did, and the next page goes by it.
     assert.equal(after.table[0].endpoint, before.table[0].endpoint);
     const best = names.find((n) => replicaOrigin(n) === after.table[0].endpoint);
-    const bytes = await loadPages(page, origin, nodes, 1);
-    t.diagnostic(`requests per replica, first load after the restart: ${JSON.stringify(bytes)}`);
-    assert.ok(share(bytes, best) > 0.6, `${best}, first in the restored table, served ${(100 * share(bytes, best)).toFixed(0)} %`);
+    const requests = await loadPages(page, origin, nodes, 1);
+    t.diagnostic(`requests per replica, first load after the restart: ${JSON.stringify(requests)}`);
+    assert.ok(share(requests, best) > 0.6, `${best}, first in the restored table, served ${(100 * share(requests, best)).toFixed(0)} %`);
   });
 });

@@ -18,6 +18,7 @@ import {
   logicalKey,
   parseBlock,
 } from '../agent/agent.mjs';
+import { DEFAULTS } from '../agent/select.mjs';
 
 const ORIGIN = 'http://127.0.0.1:8000';
 const A = 'http://127.0.0.1:21001';
@@ -228,6 +229,30 @@ test('the endpoints are bounded: the one named longest ago is forgotten', () => 
   assert.equal(a.probeUrl('http://127.0.0.1:20000'), null);
 });
 
+test('a URL is never bound to a forgotten endpoint', () => {
+  const a = new Agent({}, 0);
+  const ep = (i) => `http://127.0.0.1:${20000 + i}`;
+  // /s is bound to endpoints 0 and 1, /only0 to endpoint 0 alone; 0 is named longest ago.
+  a.learn(block({ '/only0': [`${ep(0)}/only0`], '/s': [`${ep(0)}/s`, `${ep(1)}/s`] }), 0);
+  for (let i = 2; i <= MAX_ENDPOINTS; i++) a.learn(block({ [`/e${i}`]: [`${ep(i)}/e`] }), i);
+  assert.equal(a.probeUrl(ep(0)), null, 'endpoint 0 forgotten');
+  // /s keeps its other replica, with the selector's timeout; /only0 has none left.
+  assert.deepEqual(a.replicas('/s'), [`${ep(1)}/s`]);
+  assert.deepEqual(a.plan('/s', 1000), [{ endpoint: ep(1), url: `${ep(1)}/s`, timeoutMs: 10000 }]);
+  assert.equal(a.replicas('/only0'), null);
+  assert.equal(a.plan('/only0', 1000), null);
+  // No URL in the state refers to an endpoint outside the table, and every plan has timeouts.
+  const state = a.toJSON();
+  const known = new Set(state.endpoints.map(([e]) => e));
+  for (const [key, list] of state.urls) {
+    for (const p of list) assert.ok(known.has(endpointOf(p)), `${key} bound to forgotten ${p}`);
+    for (const c of a.plan(key, 1000)) assert.equal(typeof c.timeoutMs, 'number', `${key}: timeout of ${c.endpoint}`);
+  }
+  // A state written with such bindings loads without them.
+  state.urls.push(['/stale', [`${ep(0)}/stale`, `${ep(1)}/stale`]]);
+  assert.deepEqual(Agent.fromJSON(state).replicas('/stale'), [`${ep(1)}/stale`]);
+});
+
 test('a new configuration applies and keeps the latency table', () => {
   const a = agentWith({ '/x': [`${A}/x`] });
   a.record(A, 'answered', 0, 40);
@@ -235,6 +260,11 @@ test('a new configuration applies and keeps the latency table', () => {
   assert.equal(a.selector.config.probe_interval_ms, 300);
   assert.equal(a.selector.estimate(A).samples, 1);
   assert.equal(a.selector.estimate(A).avg_ms, 40);
+  assert.deepEqual(a.overrides, { probe_interval_ms: 300, max_probe_interval_ms: 900 });
+  // A block without overrides goes back to the defaults, still keeping the table.
+  a.learn(block({ '/x': [`${A}/x`] }, {}), 2);
+  assert.equal(a.selector.config.probe_interval_ms, DEFAULTS.probe_interval_ms);
+  assert.equal(a.selector.estimate(A).samples, 1);
 });
 
 test('the JSON state round-trips: same table, same choices', () => {

@@ -18,7 +18,13 @@
 // latest page, says whether an endpoint is up (001 §4.1: a failed server is polled until it
 // answers). A URL is bound only to the replicas its latest list names.
 //
-// Everything is bounded: at most `MAX_URLS` logical URLs (the oldest learnt forgotten first), at
+// A block binds logical URLs one by one, and (version 2) by rules: a key `P*` gives the stems of
+// every URL under the prefix P that no key of its own names (`resolveKey`; the server sends,
+// beside a rule, every directory pattern more specific than it, so the rule is never wrong for a
+// URL it matches: crates/slipstream-replica/src/block.rs).
+//
+// Everything is bounded: at most `MAX_URLS` logical URLs and `MAX_RULES` rules (the oldest learnt
+// forgotten first), at
 // most `MAX_REPLICAS_PER_URL` replicas per URL (the rest ignored), at most `MAX_ENDPOINTS`
 // endpoints (the one named longest ago forgotten first). The whole state is plain JSON
 // (`toJSON`, `Agent.fromJSON`) for IndexedDB.
@@ -28,8 +34,14 @@ import { Refresh, makeConfig } from './select.mjs';
 /** The JSON state's format tag; `fromJSON` refuses any other. */
 export const AGENT_FORMAT = 'slipstream-agent@1';
 
-/** The replica block's format version (`"v"`); blocks of other versions are refused. */
-export const BLOCK_VERSION = 1;
+/**
+ * The replica block's format version (`"v"`) the server writes: 2 adds rules (keys ending in
+ * `*`). Version 1 blocks (no rules) are still read; other versions are refused.
+ */
+export const BLOCK_VERSION = 2;
+
+/** The most wildcard rules remembered; learning one more forgets the one learnt longest ago. */
+export const MAX_RULES = 1024;
 
 /** The most logical URLs remembered; learning one more forgets the one learnt longest ago. */
 export const MAX_URLS = 4096;
@@ -75,9 +87,13 @@ export function endpointOf(physical) {
 }
 
 /**
- * The replica block, checked: `{v, config, servers, urls}`, returned as `{config, urls}` with
- * `urls` a list of `[key, [physical...]]`; a list item in the block is a physical URL, or the
- * index of a base URL in `servers` that serves the logical URL at the same path.
+ * The replica block, checked: `{v, config, servers, urls}`, returned as `{config, urls, rules}`
+ * with `urls` a list of `[key, [physical...]]` and `rules` a list of `[prefix, [stem...]]`, each
+ * stem a physical URL ending in `*` that stands for the rest of the logical URL after the prefix.
+ * A key ending in `*` (version 2) is a rule for its prefix. A list item in the block is a
+ * physical URL (a stem in a rule), or the index `i` of a string in `servers`, meaning
+ * `servers[i]` followed by the key. An empty list (version 2) says the URL has no replica and
+ * keeps a rule from claiming it.
  * `text` is the block's JSON text or its parsed value; `pageOrigin` is the origin of the page
  * that carried it (keys are resolved against it and must stay on it). Throws a TypeError naming
  * what is wrong; physical URLs that are not absolute http(s) URLs are dropped, not refused, so
@@ -86,7 +102,7 @@ export function endpointOf(physical) {
 export function parseBlock(text, pageOrigin) {
   const b = typeof text === 'string' ? JSON.parse(text) : text;
   if (b === null || typeof b !== 'object' || Array.isArray(b)) throw new TypeError('replica block: not an object');
-  if (b.v !== BLOCK_VERSION) throw new TypeError(`replica block: version ${b.v}, want ${BLOCK_VERSION}`);
+  if (b.v !== 1 && b.v !== BLOCK_VERSION) throw new TypeError(`replica block: version ${b.v}, want 1 or ${BLOCK_VERSION}`);
   const config = b.config ?? {};
   if (config === null || typeof config !== 'object' || Array.isArray(config)) {
     throw new TypeError('replica block: config: not an object');
@@ -98,22 +114,23 @@ export function parseBlock(text, pageOrigin) {
   if (urls === null || typeof urls !== 'object' || Array.isArray(urls)) {
     throw new TypeError('replica block: urls: not an object');
   }
-  // `servers`, optional: base URLs that list items may name by index, meaning the base
-  // followed by the logical URL (the server holds the replica at the same path).
   const servers = b.servers ?? [];
   if (!Array.isArray(servers)) throw new TypeError('replica block: servers: not a list');
+  const origin = new URL(pageOrigin).origin;
   const out = [];
+  const rules = [];
   for (const [rawKey, list] of Object.entries(urls)) {
     if (!Array.isArray(list)) throw new TypeError(`replica block: urls[${rawKey}]: not a list`);
-    const keyUrl = new URL(rawKey, pageOrigin);
-    if (keyUrl.origin !== new URL(pageOrigin).origin) continue;
+    const rule = b.v >= 2 && rawKey.endsWith('*');
+    const keyUrl = new URL(rule ? rawKey.slice(0, -1) : rawKey, pageOrigin);
+    if (keyUrl.origin !== origin) continue;
     const physical = [];
     for (const item of list) {
       let p = item;
       if (Number.isInteger(item) && item >= 0 && item < servers.length && typeof servers[item] === 'string') {
         p = servers[item] + rawKey;
       }
-      if (typeof p !== 'string') continue;
+      if (typeof p !== 'string' || (rule && !p.endsWith('*'))) continue;
       let u;
       try {
         u = new URL(p);
@@ -121,12 +138,37 @@ export function parseBlock(text, pageOrigin) {
         continue;
       }
       if (u.protocol !== 'http:' && u.protocol !== 'https:') continue;
+      if (rule && !u.href.endsWith('*')) continue;
       if (!physical.includes(u.href)) physical.push(u.href);
       if (physical.length === MAX_REPLICAS_PER_URL) break;
     }
-    if (physical.length) out.push([logicalKey(keyUrl), physical]);
+    if (rule) rules.push([logicalKey(keyUrl), physical]);
+    else if (physical.length || b.v >= 2) out.push([logicalKey(keyUrl), physical]);
   }
-  return { config: { ...config }, urls: out };
+  return { config: { ...config }, urls: out, rules };
+}
+
+/**
+ * The physical URLs of logical `key` by `urls` (key → physical URLs) and `rules` (prefix →
+ * stems), as the server's directory resolves it (crates/slipstream-replica/src/block.rs
+ * `lookup`): the key's own entry, else the rule with the longest prefix of the key, each stem's
+ * `*` replaced by the rest of the key; null when neither names it.
+ */
+export function resolveKey(urls, rules, key) {
+  const own = urls.get(key);
+  if (own !== undefined) return own;
+  let best = null;
+  for (const [prefix, stems] of rules) {
+    if (key.startsWith(prefix) && (best === null || prefix.length > best[0].length)) best = [prefix, stems];
+  }
+  if (best === null) return null;
+  const rest = key.slice(best[0].length);
+  return best[1].map((stem) => stem.slice(0, -1) + rest);
+}
+
+/** `resolveKey` with one parsed block (`parseBlock`). */
+export function blockLookup(block, key) {
+  return resolveKey(new Map(block.urls), new Map(block.rules ?? []), key);
 }
 
 /**
@@ -140,6 +182,8 @@ export class Agent {
     this._selector = new Refresh([], config, nowMs);
     /** @type {Map<string, string[]>} logical key → physical URLs, oldest learnt first. */
     this._urls = new Map();
+    /** @type {Map<string, string[]>} logical prefix → stems (`parseBlock`), oldest learnt first. */
+    this._rules = new Map();
     /** @type {Map<string, string>} endpoint → a physical URL of it to probe, named longest ago first. */
     this._probeUrls = new Map();
   }
@@ -159,9 +203,14 @@ export class Agent {
     return { ...this._overrides };
   }
 
-  /** The physical URLs of `key`, or null. */
+  /** How many rules are remembered. */
+  get ruleCount() {
+    return this._rules.size;
+  }
+
+  /** The physical URLs of `key` (`resolveKey`), or null. */
   replicas(key) {
-    return this._urls.get(key) ?? null;
+    return resolveKey(this._urls, this._rules, key);
   }
 
   /**
@@ -177,14 +226,17 @@ export class Agent {
     for (const [key, physical] of block.urls) {
       this._urls.delete(key);
       this._urls.set(key, physical);
-      for (const p of physical) {
-        const ep = endpointOf(p);
-        if (!named.includes(ep)) named.push(ep);
-        this._probeUrls.delete(ep);
-        this._probeUrls.set(ep, p);
-      }
+      for (const p of physical) this._name(named, p, p);
+    }
+    // A stem cannot be probed; until a URL bound through its rule is fetched (`plan`), the
+    // endpoint is probed at the stem's fixed part (any answer but a 5xx says it is up).
+    for (const [prefix, stems] of block.rules ?? []) {
+      this._rules.delete(prefix);
+      this._rules.set(prefix, stems);
+      for (const stem of stems) this._name(named, stem, this._probeUrls.get(endpointOf(stem)) ?? stem.slice(0, -1));
     }
     while (this._urls.size > MAX_URLS) this._urls.delete(this._urls.keys().next().value);
+    while (this._rules.size > MAX_RULES) this._rules.delete(this._rules.keys().next().value);
     let evicted = false;
     while (this._probeUrls.size > MAX_ENDPOINTS) {
       this._probeUrls.delete(this._probeUrls.keys().next().value);
@@ -192,6 +244,14 @@ export class Agent {
     }
     if (evicted) this._unbindForgotten();
     this._syncEndpoints(nowMs, named);
+  }
+
+  /** Notes that a block named `physical`'s endpoint, to be probed at `probe` from now on. */
+  _name(named, physical, probe) {
+    const ep = endpointOf(physical);
+    if (!named.includes(ep)) named.push(ep);
+    this._probeUrls.delete(ep);
+    this._probeUrls.set(ep, probe);
   }
 
   /**
@@ -203,8 +263,13 @@ export class Agent {
   _unbindForgotten() {
     for (const [key, physical] of this._urls) {
       const kept = physical.filter((p) => this._probeUrls.has(endpointOf(p)));
-      if (kept.length === 0) this._urls.delete(key);
+      if (kept.length === 0 && physical.length !== 0) this._urls.delete(key);
       else if (kept.length !== physical.length) this._urls.set(key, kept);
+    }
+    for (const [prefix, stems] of this._rules) {
+      const kept = stems.filter((p) => this._probeUrls.has(endpointOf(p)));
+      if (kept.length === 0 && stems.length !== 0) this._rules.delete(prefix);
+      else if (kept.length !== stems.length) this._rules.set(prefix, kept);
     }
   }
 
@@ -226,8 +291,12 @@ export class Agent {
    * or null when the key has no replicas. The caller tries them in turn and then the plain URL.
    */
   plan(key, nowMs) {
-    const physical = this._urls.get(key);
-    if (!physical) return null;
+    const physical = resolveKey(this._urls, this._rules, key);
+    if (!physical || physical.length === 0) return null;
+    if (!this._urls.has(key)) {
+      // Bound through a rule: a URL to probe its endpoints at, better than a stem's fixed part.
+      for (const p of physical) if (this._probeUrls.has(endpointOf(p))) this._probeUrls.set(endpointOf(p), p);
+    }
     const rank = new Map(this._selector.order(nowMs).map((name, i) => [name, i]));
     return physical
       .map((url, i) => ({ url, endpoint: endpointOf(url), i }))
@@ -290,7 +359,7 @@ export class Agent {
     const state = sel.toJSON();
     const byName = new Map(state.entries.map((e) => [e.name, e]));
     const urlsPer = new Map();
-    for (const list of this._urls.values()) {
+    for (const list of [...this._urls.values(), ...this._rules.values()]) {
       for (const p of list) {
         const ep = endpointOf(p);
         urlsPer.set(ep, (urlsPer.get(ep) ?? 0) + 1);
@@ -322,6 +391,7 @@ export class Agent {
       overrides: { ...this._overrides },
       selector: this._selector.toJSON(),
       urls: [...this._urls.entries()].map(([k, v]) => [k, [...v]]),
+      rules: [...this._rules.entries()].map(([k, v]) => [k, [...v]]),
       endpoints: [...this._probeUrls.entries()],
     };
   }
@@ -336,18 +406,26 @@ export class Agent {
       throw new TypeError('agent state: overrides: not an object');
     }
     if (!Array.isArray(s.urls) || s.urls.length > MAX_URLS) throw new TypeError('agent state: urls: not a bounded list');
-    const urls = new Map();
-    for (const entry of s.urls) {
-      const ok =
-        Array.isArray(entry) &&
-        entry.length === 2 &&
-        typeof entry[0] === 'string' &&
-        Array.isArray(entry[1]) &&
-        entry[1].length <= MAX_REPLICAS_PER_URL &&
-        entry[1].every((p) => typeof p === 'string' && endpointOf(p));
-      if (!ok) throw new TypeError(`agent state: urls: bad entry ${JSON.stringify(entry)}`);
-      urls.set(entry[0], [...entry[1]]);
-    }
+    const bindings = (list, what, stems) => {
+      const map = new Map();
+      for (const entry of list) {
+        const ok =
+          Array.isArray(entry) &&
+          entry.length === 2 &&
+          typeof entry[0] === 'string' &&
+          Array.isArray(entry[1]) &&
+          entry[1].length <= MAX_REPLICAS_PER_URL &&
+          entry[1].every((p) => typeof p === 'string' && endpointOf(p) && (!stems || p.endsWith('*')));
+        if (!ok) throw new TypeError(`agent state: ${what}: bad entry ${JSON.stringify(entry)}`);
+        map.set(entry[0], [...entry[1]]);
+      }
+      return map;
+    };
+    const urls = bindings(s.urls, 'urls', false);
+    // `rules` came with block version 2; a state written before has none.
+    const rulesList = s.rules ?? [];
+    if (!Array.isArray(rulesList) || rulesList.length > MAX_RULES) throw new TypeError('agent state: rules: not a bounded list');
+    const rules = bindings(rulesList, 'rules', true);
     if (!Array.isArray(s.endpoints) || s.endpoints.length > MAX_ENDPOINTS) {
       throw new TypeError('agent state: endpoints: not a bounded list');
     }
@@ -362,6 +440,7 @@ export class Agent {
     a._overrides = { ...s.overrides };
     a._selector = Refresh.fromJSON(s.selector);
     a._urls = urls;
+    a._rules = rules;
     // A state written before bindings to forgotten endpoints were dropped may still hold some.
     a._unbindForgotten();
     return a;

@@ -505,6 +505,7 @@ function stateMessage() {
     blocks_learnt: { ...learnt },
     config: agent.selector.config,
     urls: agent.urlCount,
+    rules: agent.ruleCount,
     table: agent.table(now),
   };
 }

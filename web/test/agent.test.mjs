@@ -12,7 +12,9 @@ import {
   Agent,
   MAX_ENDPOINTS,
   MAX_REPLICAS_PER_URL,
+  MAX_RULES,
   MAX_URLS,
+  blockLookup,
   blockText,
   endpointOf,
   logicalKey,
@@ -87,7 +89,7 @@ test('parseBlock expands server indexes to the base followed by the logical URL'
 });
 
 test('parseBlock refuses a block of another version, shape or configuration', () => {
-  assert.throws(() => parseBlock({ v: 2, urls: {} }, ORIGIN), /version/);
+  assert.throws(() => parseBlock({ v: 3, urls: {} }, ORIGIN), /version/);
   assert.throws(() => parseBlock('[]', ORIGIN), /not an object/);
   assert.throws(() => parseBlock({ v: 1, urls: { '/a': 'x' } }, ORIGIN), /not a list/);
   assert.throws(() => parseBlock({ v: 1, config: { nope: 1 }, urls: {} }, ORIGIN), /not a field/);
@@ -315,4 +317,69 @@ test('the agent core reads no clock, draws no randomness and uses no browser or 
   for (const forbidden of ['Date', 'performance', 'Math.random', 'crypto', 'fetch(', 'indexedDB', 'setTimeout', 'process', 'require(']) {
     assert.ok(!src.includes(forbidden), `agent.mjs uses ${forbidden}`);
   }
+});
+
+test('the shared block vector: parseBlock and blockLookup resolve as the directory of the server does', () => {
+  const v = JSON.parse(readFileSync(new URL('../test-vectors/block/lookup.json', import.meta.url), 'utf8'));
+  const b = parseBlock(v.block, v.origin);
+  const lookups = Object.entries(v.lookups);
+  assert.ok(lookups.length >= 8);
+  for (const [key, want] of lookups) {
+    const got = blockLookup(b, key);
+    assert.deepEqual(got === null ? null : [...got].sort(), want === null ? null : [...want].sort(), key);
+  }
+});
+
+test('version 2 rules bind every URL under their prefix, the longest prefix and own keys first', () => {
+  const b = parseBlock(
+    {
+      v: 2,
+      config: CONFIG,
+      servers: [A, B],
+      urls: { '/*': [0, 1], '/img/*': [1], '/img/x.png': [], '/bad/*': ['http://c.test/no-star', 'ftp://c/*'] },
+    },
+    ORIGIN,
+  );
+  assert.deepEqual(b.rules, [
+    ['/', [`${A}/*`, `${B}/*`]],
+    ['/img/', [`${B}/img/*`]],
+    ['/bad/', []],
+  ]);
+  assert.deepEqual(b.urls, [['/img/x.png', []]]);
+  const agent = new Agent(CONFIG, 0);
+  agent.learn(b, 0);
+  assert.equal(agent.ruleCount, 3);
+  assert.deepEqual(
+    agent.plan('/a.html', 0).map((c) => c.url).sort(),
+    [`${A}/a.html`, `${B}/a.html`],
+  );
+  assert.deepEqual(agent.plan('/img/y.png', 0).map((c) => c.url), [`${B}/img/y.png`]);
+  // An empty own list: no replica, fetched as it is (the rule for /img/ does not claim it).
+  assert.equal(agent.plan('/img/x.png', 0), null);
+  assert.equal(agent.plan('/bad/z', 0), null);
+  // Every plan has a timeout: the rules' endpoints are in the table.
+  assert.ok(agent.plan('/a.html', 0).every((c) => Number.isFinite(c.timeoutMs)));
+  // A URL bound through a rule becomes its endpoints' probe URL (a stem cannot be probed).
+  agent.plan('/img/y.png', 0);
+  assert.equal(agent.probeUrl(B), `${B}/img/y.png`);
+  assert.equal(agent.probeUrl(A), `${A}/a.html`);
+});
+
+test('rules survive the JSON state, are bounded, and a state without rules still loads', () => {
+  const agent = new Agent(CONFIG, 0);
+  agent.learn(parseBlock({ v: 2, config: CONFIG, servers: [A], urls: { '/*': [0] } }, ORIGIN), 0);
+  const again = Agent.fromJSON(JSON.parse(JSON.stringify(agent.toJSON())));
+  assert.deepEqual(again.plan('/p', 0).map((c) => c.url), [`${A}/p`]);
+  const old = agent.toJSON();
+  delete old.rules;
+  assert.equal(Agent.fromJSON(old).plan('/p', 0), null);
+  assert.throws(() => Agent.fromJSON({ ...agent.toJSON(), rules: [['/', [`${A}/no-star`]]] }), /rules: bad entry/);
+  const many = {};
+  for (let i = 0; i < MAX_RULES + 5; i++) many[`/r${i}/*`] = [0];
+  agent.learn(parseBlock({ v: 2, config: CONFIG, servers: [A], urls: many }, ORIGIN), 0);
+  assert.equal(agent.ruleCount, MAX_RULES);
+  // The oldest learnt forgotten first: /* and /r0/* to /r4/*.
+  assert.equal(agent.plan('/r0/x', 0), null);
+  assert.equal(agent.plan('/other', 0), null);
+  assert.deepEqual(agent.replicas('/r5/x'), [`${A}/r5/x`]);
 });

@@ -39,23 +39,23 @@ pub struct Needs {
 impl Needs {
     /// Notes one same-origin logical URL of the page. A URL ending in `*` cannot be named
     /// by an exact key of the block (a trailing `*` makes a rule) and is left out.
-    pub fn note(&mut self, directory: &Directory, url: &str) {
-        if url.ends_with('*') || self.seen.len() >= MAX_URLS || self.seen.contains(url) {
+    pub fn note(&mut self, directory: &Directory, url: String) {
+        if url.ends_with('*') || self.seen.len() >= MAX_URLS || self.seen.contains(&url) {
             return;
         }
-        self.seen.insert(url.to_owned());
-        match directory.decider(url) {
+        match directory.decider(&url) {
             None => {}
             Some(Decider::Exact(_)) => {
-                self.exact.insert(url.to_owned());
+                self.exact.insert(url.clone());
             }
             Some(Decider::Prefix(prefix)) => match self.rules.get_mut(prefix) {
-                Some(urls) => urls.push(url.to_owned()),
+                Some(urls) => urls.push(url.clone()),
                 None => {
-                    self.rules.insert(prefix.to_owned(), vec![url.to_owned()]);
+                    self.rules.insert(prefix.to_owned(), vec![url.clone()]);
                 }
             },
         }
+        self.seen.insert(url);
     }
 
     /// The block's entries, each pattern's text (`/a.png`, or `/img/*` for a rule) to its
@@ -142,7 +142,7 @@ mod tests {
         }
         let mut needs = Needs::default();
         for i in 0..100 {
-            needs.note(&d, &format!("/img/{i}.png"));
+            needs.note(&d, format!("/img/{i}.png"));
         }
         let entries = needs.entries(&d, |_| true);
         assert_eq!(entries.len(), 1, "{entries:?}");
@@ -171,7 +171,7 @@ mod tests {
         );
         d.apply("a", &Pattern::Exact("/y".into()), Entry::tombstone(2));
         let mut needs = Needs::default();
-        needs.note(&d, "/z");
+        needs.note(&d, "/z".into());
         let entries = needs.entries(&d, |_| true);
         // `/x` and `/y` are not on the page, but a rule for `/` must not answer for them.
         assert_eq!(
@@ -197,10 +197,41 @@ mod tests {
             );
         }
         let mut needs = Needs::default();
-        needs.note(&d, "/page.css");
+        needs.note(&d, "/page.css".into());
         let entries = needs.entries(&d, |_| true);
         assert_eq!(entries.keys().collect::<Vec<_>>(), ["/page.css"]);
         assert_eq!(lookup(&entries, "/e/3"), None);
+    }
+
+    /// The shared vector `web/test-vectors/block/lookup.json`, which the agent's tests replay
+    /// too (`web/test/agent.test.mjs`): a block as the server writes it, read as the agent
+    /// reads it (a server index is the server's string followed by the key).
+    #[test]
+    fn the_shared_lookup_vector() {
+        let v: serde_json::Value =
+            serde_json::from_str(include_str!("../../../web/test-vectors/block/lookup.json"))
+                .expect("vector JSON");
+        let servers = v["block"]["servers"].as_array().expect("servers");
+        let mut entries = BTreeMap::new();
+        for (key, list) in v["block"]["urls"].as_object().expect("urls") {
+            let list = list
+                .as_array()
+                .expect("a list")
+                .iter()
+                .map(|item| match item.as_u64() {
+                    Some(i) => format!("{}{key}", servers[i as usize].as_str().expect("base")),
+                    None => item.as_str().expect("a URL").to_owned(),
+                })
+                .collect();
+            entries.insert(key.clone(), list);
+        }
+        let lookups = v["lookups"].as_object().expect("lookups");
+        assert!(lookups.len() >= 8);
+        for (url, want) in lookups {
+            let want: Option<Vec<String>> =
+                serde_json::from_value(want.clone()).expect("a list or null");
+            assert_eq!(lookup(&entries, url).map(sorted), want.map(sorted), "{url}");
+        }
     }
 
     fn update() -> impl Strategy<Value = (String, Pattern, Entry)> {
@@ -240,7 +271,7 @@ mod tests {
             let speaks = |n: &str| n != dead;
             let mut needs = Needs::default();
             for url in &page {
-                needs.note(&d, url);
+                needs.note(&d, url.clone());
             }
             let entries = needs.entries(&d, speaks);
             for url in page.iter().chain(&others) {

@@ -8,10 +8,10 @@
 //! end of the document as one JSON block (`<script type="application/json"
 //! id="slipstream-replicas">`), where the agent reads them: `{"v":2,"config":{...},
 //! "servers":["http://r1","http://r2"],"urls":{"/*":[0,1],"/a.png":[0,
-//! "http://r3/_slipstream/replicas/a.png"]}}`. A key ending in `*` is a rule for every URL
-//! under its prefix that no more specific key names. A number is the index of a server that
-//! holds the replica at the logical URL's own path; a string is any other physical URL (in a
-//! rule, a stem whose `*` stands for the rest of the URL).
+//! "http://r3/a-copy.png"]}}`. A key ending in `*` is a rule for every URL under its prefix
+//! that no more specific key names. A number `i` stands for `servers[i]` followed by the
+//! key's logical URL (a server's base URL, or the base of its replica store); a string is any
+//! other physical URL (in a rule, a stem whose `*` stands for the rest of the URL).
 //! The page's own URLs are untouched, so it works as before with JavaScript off or on a browser
 //! without Service Workers.
 //!
@@ -376,13 +376,13 @@ impl Lists {
         };
         let mut needs = self.needs.lock();
         self.cluster
-            .read_view(|view| needs.note(&view.directory, &url));
+            .read_view(|view| needs.note(&view.directory, url));
     }
 
     /// The JSON block of the entries the page needs ([`Needs::entries`]), compact: a physical
-    /// URL that is a server's base URL followed by the logical URL (for a rule `P*`, a stem
-    /// that is a base URL followed by `P`) is written as the index of that base URL in
-    /// `servers`.
+    /// URL that ends with the logical URL (for a rule `P*`, a stem ending with `P`) is written
+    /// as the index in `servers` of what comes before it — a server's base URL, or the base
+    /// of its replica store (`http://r2/_slipstream/replicas`).
     fn block(&self) -> String {
         let needs = self.needs.lock();
         let entries = self
@@ -402,7 +402,7 @@ impl Lists {
                     };
                     match stem
                         .and_then(|s| s.strip_suffix(logical))
-                        .filter(|b| is_base(b))
+                        .filter(|b| !b.is_empty())
                     {
                         Some(base) => {
                             let i = servers.iter().position(|s| s == base).unwrap_or_else(|| {
@@ -428,12 +428,6 @@ impl Lists {
             script_safe(&block.to_string())
         )
     }
-}
-
-/// Whether `s` is a bare `scheme://authority`, with no path.
-fn is_base(s: &str) -> bool {
-    s.split_once("://")
-        .is_some_and(|(scheme, rest)| !scheme.is_empty() && !rest.is_empty() && !rest.contains('/'))
 }
 
 /// JSON that cannot end the `<script>` element it sits in.
@@ -472,6 +466,10 @@ pub fn same_origin_path(base: &str, raw: &str) -> Option<String> {
         Some((p, q)) => (p, Some(q)),
         None => (joined.as_str(), None),
     };
+    // No segment starts with a dot (the usual case): nothing to remove.
+    if !path.contains("/.") {
+        return Some(joined);
+    }
     let mut out: Vec<&str> = Vec::new();
     let segments: Vec<&str> = path.split('/').skip(1).collect();
     let last = segments.len().saturating_sub(1);

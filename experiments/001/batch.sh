@@ -10,8 +10,9 @@
 # Environment: BIN (default target/release/slipstream, built if missing), TOXIPROXY_BIN (default
 # target/tools/toxiproxy-server, from scripts/install-toxiproxy), REPS (loads per loader per cell,
 # default 15), REPS_SLOW (same on the slow link, default REPS), LINKS (fast,slow), RESOURCE_KB
-# (8,40), RESOURCES (30), PAGE_BYTES (30720), LOADERS, OUT, TIME_LIMIT (seconds, default 3000).
-# With the defaults it takes about 20 minutes, most of it the 1.2 MB page on the 1 Mbit/s link.
+# (8,40), RESOURCES (30), PAGE_BYTES (30720), LOADERS, OUT, TIME_LIMIT (seconds, default 3000),
+# SUMMARY_ONLY=1 (rebuild the table and chart from OUT/batch-runs.tsv without measuring).
+# With the defaults it takes about 17 minutes, most of it the 1.2 MB page on the 1 Mbit/s link.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -297,7 +297,7 @@ impl Phase for Pages {
             agent: self.agent.clone(),
             needs: Mutex::new(Needs::default()),
         });
-        lists.note(&path);
+        lists.note_all(std::iter::once(path.as_str()));
         let handlers: [Arc<dyn HtmlHandler>; 2] = [Arc::new(Head), Arc::new(Urls(lists))];
         match Rewriter::new(&handlers) {
             Ok(rewriter) => match cached {
@@ -341,18 +341,23 @@ impl HtmlHandler for Urls {
         "[href], [src], [srcset]"
     }
     fn element(&self, el: &mut Element<'_, '_>) -> HandlerResult {
+        let mut raw: Vec<String> = Vec::new();
         for name in ["href", "src"] {
             if let Some(v) = el.get_attribute(name) {
-                self.0.note(&v);
+                raw.push(v);
             }
         }
         if let Some(set) = el.get_attribute("srcset") {
             for candidate in set.split(',') {
                 if let Some(url) = candidate.split_whitespace().next() {
-                    self.0.note(url);
+                    // `<img src=a srcset="a 1x, b 2x">` names `a` twice.
+                    if !raw.iter().any(|r| r.trim() == url) {
+                        raw.push(url.to_owned());
+                    }
                 }
             }
         }
+        self.0.note_all(raw.iter().map(String::as_str));
         Ok(())
     }
     fn end(&self) -> Option<String> {
@@ -370,13 +375,20 @@ struct Lists {
 }
 
 impl Lists {
-    fn note(&self, raw: &str) {
-        let Some(url) = same_origin_path(&self.base, raw.trim()) else {
+    /// Notes the URLs of one element (as written in the page), under one look at the view.
+    fn note_all<'a>(&self, raw: impl Iterator<Item = &'a str>) {
+        let urls: Vec<String> = raw
+            .filter_map(|r| same_origin_path(&self.base, r.trim()))
+            .collect();
+        if urls.is_empty() {
             return;
-        };
+        }
         let mut needs = self.needs.lock();
-        self.cluster
-            .read_view(|view| needs.note(&view.directory, url));
+        self.cluster.read_view(|view| {
+            for url in urls {
+                needs.note(&view.directory, url);
+            }
+        });
     }
 
     /// The JSON block of the entries the page needs ([`Needs::entries`]), compact: a physical

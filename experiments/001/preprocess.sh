@@ -72,7 +72,7 @@ WAN_PORT0=18721
 # Starts the five nodes of `mode` (and Toxiproxy), and waits until processed and cached serve
 # the same page with the mode's directory.
 start_nodes() {
-  local mode=$1 side
+  local mode=$1 side n
   rm -rf "$WORK/data"; mkdir -p "$WORK/data"
   for side in plain processed cached m1 m2; do
     args=(serve "$WORK/www" --listen "127.0.0.1:${PORT[$side]}" --workers 1)

@@ -138,6 +138,16 @@ impl PageCache {
         found
     }
 
+    /// The length of the processed page under `key`, if held (not counted as a hit or miss).
+    fn len_of(&self, key: &PageKey) -> Option<usize> {
+        let inner = self.inner.lock();
+        inner
+            .pages
+            .get(&key.path)
+            .filter(|(k, _, _)| k == key)
+            .map(|(_, page, _)| page.len())
+    }
+
     fn insert(&self, key: PageKey, page: Bytes) {
         if page.len() > self.capacity / 4 {
             return;
@@ -255,16 +265,23 @@ impl Phase for Pages {
         };
         if html::is_page(res) {
             let version = self.cluster.version();
+            // HEAD has no body to process; its length is the processed page's when the cache
+            // holds it, else unknown (the file's would be wrong: RFC 9110 §9.3.2).
+            let mut head_len = None;
             if let Some(tag) = res.headers.get(header::ETAG).and_then(|v| v.to_str().ok()) {
                 let opaque = tag.trim_start_matches("W/").trim_matches('"');
-                if self.cache.capacity > 0 && !head {
+                if self.cache.capacity > 0 {
                     let key = PageKey {
                         path,
                         etag: opaque.to_owned(),
                         version,
                     };
-                    let page = self.cache.get(&key);
-                    ctx.extensions.insert(Cached { key, page });
+                    if head {
+                        head_len = self.cache.len_of(&key);
+                    } else {
+                        let page = self.cache.get(&key);
+                        ctx.extensions.insert(Cached { key, page });
+                    }
                 }
                 let tagged = format!("W/\"{opaque}-d{version}\"");
                 match HeaderValue::from_str(&tagged) {
@@ -273,6 +290,17 @@ impl Phase for Pages {
                     }
                     Err(_) => {
                         res.headers.remove(header::ETAG);
+                    }
+                }
+            }
+            if head {
+                match head_len {
+                    Some(len) => {
+                        res.headers
+                            .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+                    }
+                    None => {
+                        res.headers.remove(header::CONTENT_LENGTH);
                     }
                 }
             }

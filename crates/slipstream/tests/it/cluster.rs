@@ -720,6 +720,11 @@ fn pages_carry_replica_lists_and_follow_the_file_and_the_directory() {
     // HEAD names the same representation.
     let head = support::request(n0.addr, "HEAD", "/", &[]);
     assert_eq!(head.header("etag"), Some(etag.as_str()));
+    assert_eq!(
+        head.header("content-length"),
+        Some(page.len().to_string().as_str()),
+        "HEAD names the processed page's length, not the file's"
+    );
     assert!(head.body.is_empty());
 
     // The directory changes: the next page lists the new replica (the node's exact entry

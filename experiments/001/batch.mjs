@@ -15,6 +15,8 @@ import net from 'node:net';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 
+import { Toxiproxy } from '../../web/browser/harness.mjs';
+
 const env = (k, d) => (process.env[k] === undefined || process.env[k] === '' ? d : process.env[k]);
 const now = () => performance.now();
 
@@ -276,17 +278,6 @@ function freePort() {
   });
 }
 
-async function toxi(api, method, path, body) {
-  const r = await fetch(`${api}${path}`, {
-    method,
-    headers: { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await r.text();
-  if (!r.ok) throw new Error(`toxiproxy ${method} ${path}: ${r.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
-
 function withTimeout(p, ms, what) {
   let t;
   return Promise.race([
@@ -477,11 +468,12 @@ async function run() {
       if (!tp.alive) throw new Error(`toxiproxy exited:\n${tp.out}`);
       return (await fetch(`${api}/version`)).ok;
     });
+    const toxi = new Toxiproxy(tp, api);
     for (const l of links) {
       l.toxiPort = await freePort();
-      await toxi(api, 'POST', '/proxies', { name: l.name, listen: `127.0.0.1:${l.toxiPort}`, upstream: `127.0.0.1:${sport}`, enabled: true });
+      await toxi.call('POST', '/proxies', { name: l.name, listen: `127.0.0.1:${l.toxiPort}`, upstream: `127.0.0.1:${sport}`, enabled: true });
       for (const stream of ['downstream', 'upstream']) {
-        await toxi(api, 'POST', `/proxies/${l.name}/toxics`, {
+        await toxi.call('POST', `/proxies/${l.name}/toxics`, {
           name: `latency_${stream}`,
           type: 'latency',
           stream,

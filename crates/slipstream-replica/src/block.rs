@@ -96,6 +96,64 @@ impl Needs {
     }
 }
 
+/// The block's version (`"v"`) that [`to_json`] writes: 2 added rules.
+pub const VERSION: u64 = 2;
+
+/// The block's JSON, compact: `{"v":2,"config":…,"servers":[…],"urls":{key: [item…]}}`. A
+/// physical URL that ends with its key's logical URL (for a rule `P*`, a stem ending with `P*`)
+/// is written as the index in `servers` of what comes before it: a server's base URL, or the
+/// base of its replica store (`http://r2/_slipstream/replicas`). Any other is written in full.
+pub fn to_json(
+    entries: BTreeMap<String, Vec<String>>,
+    config: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Value {
+    let mut servers: Vec<String> = Vec::new();
+    let mut urls = serde_json::Map::new();
+    for (key, physical) in entries {
+        let list: Vec<serde_json::Value> = physical
+            .into_iter()
+            .map(
+                |p| match p.strip_suffix(key.as_str()).filter(|b| !b.is_empty()) {
+                    Some(base) => {
+                        let i = servers.iter().position(|s| s == base).unwrap_or_else(|| {
+                            servers.push(base.to_owned());
+                            servers.len() - 1
+                        });
+                        serde_json::json!(i)
+                    }
+                    None => serde_json::Value::String(p),
+                },
+            )
+            .collect();
+        urls.insert(key, serde_json::Value::Array(list));
+    }
+    serde_json::json!({
+        "v": VERSION,
+        "config": config,
+        "servers": servers,
+        "urls": urls,
+    })
+}
+
+/// A block's entries as [`to_json`] wrote them, each index expanded (`servers[i]` followed by
+/// the key), as the agent reads them; `None` for JSON of another shape.
+pub fn from_json(block: &serde_json::Value) -> Option<BTreeMap<String, Vec<String>>> {
+    let servers = block.get("servers").and_then(|s| s.as_array());
+    let mut entries = BTreeMap::new();
+    for (key, list) in block.get("urls")?.as_object()? {
+        let list = list
+            .as_array()?
+            .iter()
+            .map(|item| match item.as_u64() {
+                Some(i) => Some(format!("{}{key}", servers?.get(i as usize)?.as_str()?)),
+                None => item.as_str().map(str::to_owned),
+            })
+            .collect::<Option<Vec<String>>>()?;
+        entries.insert(key.clone(), list);
+    }
+    Some(entries)
+}
+
 /// How the agent resolves `url` with a block's entries (`web/agent/agent.mjs` does the same):
 /// the entry named by the URL itself, else the rule with the longest prefix of it, each `*`
 /// of its stems replaced by the rest of the URL; `None` when the block says nothing of it.
@@ -211,20 +269,7 @@ mod tests {
         let v: serde_json::Value =
             serde_json::from_str(include_str!("../../../web/test-vectors/block/lookup.json"))
                 .expect("vector JSON");
-        let servers = v["block"]["servers"].as_array().expect("servers");
-        let mut entries = BTreeMap::new();
-        for (key, list) in v["block"]["urls"].as_object().expect("urls") {
-            let list = list
-                .as_array()
-                .expect("a list")
-                .iter()
-                .map(|item| match item.as_u64() {
-                    Some(i) => format!("{}{key}", servers[i as usize].as_str().expect("base")),
-                    None => item.as_str().expect("a URL").to_owned(),
-                })
-                .collect();
-            entries.insert(key.clone(), list);
-        }
+        let entries = from_json(&v["block"]).expect("a block");
         let lookups = v["lookups"].as_object().expect("lookups");
         assert!(lookups.len() >= 8);
         for (url, want) in lookups {
@@ -274,6 +319,9 @@ mod tests {
                 needs.note(&d, url.clone());
             }
             let entries = needs.entries(&d, speaks);
+            // What the page carries reads back as the same entries.
+            let json = to_json(entries.clone(), &serde_json::Map::new());
+            prop_assert_eq!(from_json(&json), Some(entries.clone()));
             for url in page.iter().chain(&others) {
                 let truth = d.resolve_among(url, speaks);
                 match lookup(&entries, url) {

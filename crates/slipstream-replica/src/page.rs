@@ -33,7 +33,7 @@ use slipstream_node::respond::text;
 use slipstream_node::{Ctx, Endpoint, Phase};
 
 use crate::api::add_cors;
-use crate::block::Needs;
+use crate::block::{self, Needs};
 use crate::cluster::Cluster;
 
 /// The script tag registering the agent.
@@ -419,50 +419,14 @@ impl Lists {
         });
     }
 
-    /// The JSON block of the entries the page needs ([`Needs::entries`]), compact: a physical
-    /// URL that ends with the logical URL (for a rule `P*`, a stem ending with `P`) is written
-    /// as the index in `servers` of what comes before it — a server's base URL, or the base
-    /// of its replica store (`http://r2/_slipstream/replicas`).
+    /// The page's block: the entries it needs ([`Needs::entries`]) as [`block::to_json`]
+    /// writes them, in a script element they cannot end.
     fn block(&self) -> String {
         let needs = self.needs.lock();
         let entries = self
             .cluster
             .read_view(|view| needs.entries(&view.directory, |node| view.is_live(node)));
-        let mut servers: Vec<String> = Vec::new();
-        let mut urls = serde_json::Map::new();
-        for (key, physical) in entries {
-            let logical = key.strip_suffix('*').unwrap_or(&key);
-            let list: Vec<serde_json::Value> = physical
-                .iter()
-                .map(|p| {
-                    let stem = if key.ends_with('*') {
-                        p.strip_suffix('*')
-                    } else {
-                        Some(p.as_str())
-                    };
-                    match stem
-                        .and_then(|s| s.strip_suffix(logical))
-                        .filter(|b| !b.is_empty())
-                    {
-                        Some(base) => {
-                            let i = servers.iter().position(|s| s == base).unwrap_or_else(|| {
-                                servers.push(base.to_owned());
-                                servers.len() - 1
-                            });
-                            serde_json::json!(i)
-                        }
-                        None => serde_json::json!(p),
-                    }
-                })
-                .collect();
-            urls.insert(key, serde_json::Value::Array(list));
-        }
-        let block = serde_json::json!({
-            "v": 2,
-            "config": *self.agent,
-            "servers": servers,
-            "urls": urls,
-        });
+        let block = block::to_json(entries, &self.agent);
         format!(
             r#"<script type="application/json" id="{BLOCK_ID}">{}</script>"#,
             script_safe(&block.to_string())

@@ -241,20 +241,7 @@ pub fn replica_block(
         .and_then(|r| r.split("</script>").next())
         .unwrap_or_else(|| panic!("no replica block in {page}"));
     let b: serde_json::Value = serde_json::from_str(json).expect("block JSON");
-    let servers = b["servers"].as_array().expect("servers");
-    let mut entries = std::collections::BTreeMap::new();
-    for (key, list) in b["urls"].as_object().expect("urls") {
-        let list = list
-            .as_array()
-            .expect("a list")
-            .iter()
-            .map(|item| match item.as_u64() {
-                Some(i) => format!("{}{key}", servers[i as usize].as_str().expect("a base")),
-                None => item.as_str().expect("a URL").to_owned(),
-            })
-            .collect();
-        entries.insert(key.clone(), list);
-    }
+    let entries = slipstream_replica::block::from_json(&b).expect("a block's shape");
     (b, entries)
 }
 

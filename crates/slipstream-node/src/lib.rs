@@ -52,6 +52,17 @@ pub enum Fault {
 /// The control endpoints' prefix, shared by every slipstream node.
 pub const CONTROL_PREFIX: &str = "/_slipstream/";
 
+/// Paths under [`CONTROL_PREFIX`] that are the site's content rather than a node's controls:
+/// the Web++ client agent (`sw.js` and `agent/`), which a cluster member serves and its pages
+/// name. A proxy forwards them to its origins like any other path, so a page served through it
+/// still registers the agent.
+pub const SITE_PATHS: [&str; 2] = ["/_slipstream/sw.js", "/_slipstream/agent/"];
+
+/// Whether `path` is one of [`SITE_PATHS`] (`sw.js` exactly, anything under `agent/`).
+pub fn is_site_path(path: &str) -> bool {
+    path == SITE_PATHS[0] || path.starts_with(SITE_PATHS[1])
+}
+
 /// A node kind's request path: what answers everything that is not a control endpoint.
 pub trait Service: Send + Sync + 'static {
     /// Answers one request from `peer`. Errors are responses: a service never fails.

@@ -203,9 +203,13 @@ impl slipstream_node::Service for Proxy {
         response
     }
 
-    /// Control endpoints are this node's only when the request is not for another server.
+    /// Control endpoints are this node's only when the request is not for another server,
+    /// and not for the site's own files under the prefix (the agent's), which go upstream.
     fn is_control(&self, req: &Request<Incoming>) -> bool {
-        !route::absolute_form(&self.inner, req) && req.uri().path().starts_with(CONTROL_PREFIX)
+        let path = req.uri().path();
+        !route::absolute_form(&self.inner, req)
+            && path.starts_with(CONTROL_PREFIX)
+            && !slipstream_node::is_site_path(path)
     }
 
     fn register(&self, router: &mut Router) {

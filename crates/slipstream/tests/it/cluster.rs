@@ -919,6 +919,20 @@ fn a_proxy_follows_the_directory_for_its_origins_and_fails_over_to_them() {
         }
     };
     assert!(both.contains(&n0.addr.to_string()), "{both}");
+    // The agent's files are the site's: the proxy forwards them (a page served through it
+    // registers the agent), while its own control endpoints stay its own.
+    let sw = get(proxy.addr, "/_slipstream/sw.js");
+    assert_eq!(sw.status, 200, "{}", String::from_utf8_lossy(&sw.body));
+    assert_eq!(sw.header("service-worker-allowed"), Some("/"));
+    let register = get(proxy.addr, "/_slipstream/agent/register.js");
+    assert_eq!(register.status, 200);
+    assert!(String::from_utf8_lossy(&register.body).contains("serviceWorker"));
+    let own = get(proxy.addr, "/_slipstream/nothing-here");
+    let own = String::from_utf8_lossy(&own.body);
+    assert!(
+        own.contains("/_slipstream/purge") && !own.contains("/_slipstream/replicas"),
+        "the proxy answers its own control paths: {own}"
+    );
     // n0 dies: the proxy goes to n1, which it knows only from the directory.
     n0.crash();
     let r = get(proxy.addr, "/only-b.txt");

@@ -142,8 +142,14 @@ export function parseBlock(text, pageOrigin) {
       if (!physical.includes(u.href)) physical.push(u.href);
       if (physical.length === MAX_REPLICAS_PER_URL) break;
     }
-    if (rule) rules.push([logicalKey(keyUrl), physical]);
-    else if (physical.length || b.v >= 2) out.push([logicalKey(keyUrl), physical]);
+    if (rule) {
+      // The server matches prefixes on the text as the directory holds it, the agent on the
+      // browser's request URL, which is normalised (dot segments removed, spaces escaped, an
+      // empty query dropped). A prefix that normalising would change can match no request
+      // the server would match to it: drop it rather than let it claim other URLs.
+      const prefix = rawKey.slice(0, -1);
+      if (prefix === '' || logicalKey(keyUrl) === prefix) rules.push([prefix, physical]);
+    } else if (physical.length || b.v >= 2) out.push([logicalKey(keyUrl), physical]);
   }
   return { config: { ...config }, urls: out, rules };
 }

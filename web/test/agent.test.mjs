@@ -365,6 +365,21 @@ test('version 2 rules bind every URL under their prefix, the longest prefix and 
   assert.equal(agent.probeUrl(A), `${A}/a.html`);
 });
 
+test('a rule whose prefix a browser would normalise is dropped, not widened', () => {
+  const b = parseBlock(
+    { v: 2, config: CONFIG, servers: [A, B], urls: { '/*': [0], '/x?*': [1], '/a/./*': [1], '/my dir/*': [1], '*': [0] } },
+    ORIGIN,
+  );
+  assert.deepEqual(
+    b.rules.map(([p]) => p),
+    ['/', ''],
+  );
+  // Left to the wider rule, as the server resolves them: no request the browser sends matches
+  // `/x?`, `/a/./` or `/my dir/` as text.
+  assert.deepEqual(blockLookup(b, '/xyz'), [`${A}/xyz`]);
+  assert.deepEqual(blockLookup(b, '/a/b'), [`${A}/a/b`]);
+});
+
 test('rules survive the JSON state, are bounded, and a state without rules still loads', () => {
   const agent = new Agent(CONFIG, 0);
   agent.learn(parseBlock({ v: 2, config: CONFIG, servers: [A], urls: { '/*': [0] } }, ORIGIN), 0);

@@ -40,6 +40,12 @@ export const AGENT_FORMAT = 'slipstream-agent@1';
  */
 export const BLOCK_VERSION = 2;
 
+/** The version of a block whose entries travel compressed (`urls_z`; see `expandBlock`). */
+export const BLOCK_VERSION_COMPRESSED = 3;
+
+/** The most bytes a block's compressed entries may expand to (the server's `MAX_EXPANDED`). */
+export const MAX_EXPANDED_BYTES = 8 << 20;
+
 /** The most wildcard rules remembered; learning one more forgets the one learnt longest ago. */
 export const MAX_RULES = 1024;
 
@@ -87,6 +93,57 @@ export function endpointOf(physical) {
 }
 
 /**
+ * A block with its entries readable: a version 3 block carries its `urls` object's JSON as
+ * `urls_z`, the standard base64 of a zlib stream (RFC 1950), which this expands into `urls`
+ * (`DecompressionStream('deflate')`); any other block is returned as it is. `text` is the
+ * block's JSON text or its parsed value. Rejects with a TypeError when `urls_z` is not base64
+ * of zlib, expands past `MAX_EXPANDED_BYTES` (read as it expands, never whole), or is not JSON.
+ */
+export async function expandBlock(text) {
+  const b = typeof text === 'string' ? JSON.parse(text) : text;
+  if (b === null || typeof b !== 'object' || !('urls_z' in b)) return b;
+  if (typeof b.urls_z !== 'string') throw new TypeError('replica block: urls_z: not a string');
+  let bytes;
+  try {
+    bytes = Uint8Array.from(atob(b.urls_z), (c) => c.charCodeAt(0));
+  } catch {
+    throw new TypeError('replica block: urls_z: not base64');
+  }
+  const reader = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate')).getReader();
+  const chunks = [];
+  let length = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      length += value.length;
+      if (length > MAX_EXPANDED_BYTES) {
+        reader.cancel().catch(() => {});
+        throw new TypeError(`replica block: urls_z: expands past ${MAX_EXPANDED_BYTES} bytes`);
+      }
+      chunks.push(value);
+    }
+  } catch (e) {
+    if (e instanceof TypeError && e.message.startsWith('replica block')) throw e;
+    throw new TypeError(`replica block: urls_z: not zlib: ${e.message ?? e}`);
+  }
+  const all = new Uint8Array(length);
+  let at = 0;
+  for (const c of chunks) {
+    all.set(c, at);
+    at += c.length;
+  }
+  let urls;
+  try {
+    urls = JSON.parse(new TextDecoder().decode(all));
+  } catch {
+    throw new TypeError('replica block: urls_z: not JSON');
+  }
+  const { urls_z: _, ...rest } = b;
+  return { ...rest, urls };
+}
+
+/**
  * The replica block, checked: `{v, config, servers, urls}`, returned as `{config, urls, rules}`
  * with `urls` a list of `[key, [physical...]]` and `rules` a list of `[prefix, [stem...]]`, each
  * stem a physical URL ending in `*` that stands for the rest of the logical URL after the prefix.
@@ -102,7 +159,10 @@ export function endpointOf(physical) {
 export function parseBlock(text, pageOrigin) {
   const b = typeof text === 'string' ? JSON.parse(text) : text;
   if (b === null || typeof b !== 'object' || Array.isArray(b)) throw new TypeError('replica block: not an object');
-  if (b.v !== 1 && b.v !== BLOCK_VERSION) throw new TypeError(`replica block: version ${b.v}, want 1 or ${BLOCK_VERSION}`);
+  if (b.v !== 1 && b.v !== BLOCK_VERSION && b.v !== BLOCK_VERSION_COMPRESSED) {
+    throw new TypeError(`replica block: version ${b.v}, want 1 to ${BLOCK_VERSION_COMPRESSED}`);
+  }
+  if ('urls_z' in b) throw new TypeError('replica block: urls_z: compressed; expandBlock it first');
   const config = b.config ?? {};
   if (config === null || typeof config !== 'object' || Array.isArray(config)) {
     throw new TypeError('replica block: config: not an object');

@@ -6,7 +6,7 @@
 // alike) to the best replica with a timeout, fails over to the next and finally to the plain
 // URL, sends the due probes, keeps the state in IndexedDB and answers the latency-table page.
 
-import { Agent, blockText, logicalKey, parseBlock } from './agent/agent.mjs';
+import { Agent, blockText, expandBlock, logicalKey, parseBlock } from './agent/agent.mjs';
 
 const DB_NAME = 'slipstream-agent';
 const DB_STORE = 'state';
@@ -180,16 +180,16 @@ async function save() {
 /** Blocks learnt, by where they came from: a navigation the worker answered, or a page's message. */
 const learnt = { navigation: 0, message: 0 };
 
-function learnText(text, origin, from) {
+async function learnText(text, origin, from) {
   learnt[from]++;
   try {
-    agent.learn(parseBlock(text, origin), Date.now());
-    schedule();
-    return changed();
+    agent.learn(parseBlock(await expandBlock(text), origin), Date.now());
   } catch (e) {
     lastError = `replica block of a page on ${origin}: ${e}`;
-    return Promise.resolve();
+    return;
   }
+  schedule();
+  await changed();
 }
 
 // ---------------------------------------------------------------------------------------------

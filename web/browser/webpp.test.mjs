@@ -11,7 +11,8 @@
 //     back and used again;
 //  5. the Service Worker stopped through CDP: the next worker restores the same latency table
 //     from IndexedDB, the latency-table page shows it, and the next page goes to the best
-//     replica at once.
+//     replica at once;
+//  6. a compressed (version 3) block handed to the worker is expanded and learnt.
 //
 // Where the traffic goes is measured outside the agent: by the requests each node's access log
 // records, by the requests Chromium reports sending (Playwright's network events, the worker's
@@ -27,6 +28,7 @@
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { deflateSync } from 'node:zlib';
 import { test } from 'node:test';
 
 import { blockLookup, parseBlock } from '../agent/agent.mjs';
@@ -485,5 +487,26 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
     const requests = await loadPages(page, origin, nodes, 1);
     t.diagnostic(`requests per replica, first load after the restart: ${JSON.stringify(requests)}`);
     assert.ok(share(requests, best) > 0.6, `${best}, first in the restored table, served ${(100 * share(requests, best)).toFixed(0)} %`);
+  });
+
+  await phase('a block too long for plain JSON arrives compressed, and the worker expands and learns it', async () => {
+    // As a server writes a page whose URLs are replicas one by one (block.rs: version 3,
+    // `urls_z` the base64 of a zlib stream), handed over as register.js does; the worker
+    // expands it with the browser's DecompressionStream.
+    const before = await agentState(page);
+    const urls = {};
+    for (let i = 0; i < 200; i++) urls[`/extra/${i}.png`] = [0];
+    const urls_z = deflateSync(JSON.stringify(urls)).toString('base64');
+    const block = JSON.stringify({ v: 3, config: AGENT_CONFIG, servers: [replicaOrigin('r1')], urls_z });
+    await page.evaluate((b) => navigator.serviceWorker.controller.postMessage({ type: 'slipstream-page', block: b }), block);
+    // Counted as it arrives; learnt (or refused, with last_error) once expanded.
+    let s = before;
+    await waitFor('the worker to learn or refuse the compressed block', 10000, async () => {
+      s = await agentState(page);
+      return s.urls >= before.urls + 200 || s.last_error !== before.last_error;
+    });
+    assert.equal(s.blocks_learnt.message, before.blocks_learnt.message + 1);
+    assert.equal(s.last_error, before.last_error, 'the block was read without an error');
+    assert.ok(s.urls >= before.urls + 200, `the 200 URLs were learnt (${before.urls} -> ${s.urls})`);
   });
 });

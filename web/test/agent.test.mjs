@@ -17,7 +17,9 @@ import {
   blockLookup,
   blockText,
   endpointOf,
+  expandBlock,
   logicalKey,
+  MAX_EXPANDED_BYTES,
   parseBlock,
 } from '../agent/agent.mjs';
 import { DEFAULTS } from '../agent/select.mjs';
@@ -89,7 +91,7 @@ test('parseBlock expands server indexes to the base followed by the logical URL'
 });
 
 test('parseBlock refuses a block of another version, shape or configuration', () => {
-  assert.throws(() => parseBlock({ v: 3, urls: {} }, ORIGIN), /version/);
+  assert.throws(() => parseBlock({ v: 4, urls: {} }, ORIGIN), /version/);
   assert.throws(() => parseBlock('[]', ORIGIN), /not an object/);
   assert.throws(() => parseBlock({ v: 1, urls: { '/a': 'x' } }, ORIGIN), /not a list/);
   assert.throws(() => parseBlock({ v: 1, config: { nope: 1 }, urls: {} }, ORIGIN), /not a field/);
@@ -319,15 +321,41 @@ test('the agent core reads no clock, draws no randomness and uses no browser or 
   }
 });
 
-test('the shared block vector: parseBlock and blockLookup resolve as the directory of the server does', () => {
-  const v = JSON.parse(readFileSync(new URL('../test-vectors/block/lookup.json', import.meta.url), 'utf8'));
-  const b = parseBlock(v.block, v.origin);
-  const lookups = Object.entries(v.lookups);
-  assert.ok(lookups.length >= 8);
-  for (const [key, want] of lookups) {
-    const got = blockLookup(b, key);
-    assert.deepEqual(got === null ? null : [...got].sort(), want === null ? null : [...want].sort(), key);
-  }
+for (const file of ['lookup.json', 'compressed.json']) {
+  test(`the shared block vector ${file}: expandBlock, parseBlock and blockLookup resolve as the directory of the server does`, async () => {
+    const v = JSON.parse(readFileSync(new URL(`../test-vectors/block/${file}`, import.meta.url), 'utf8'));
+    const b = parseBlock(await expandBlock(v.block), v.origin);
+    const lookups = Object.entries(v.lookups);
+    assert.ok(lookups.length >= 8);
+    for (const [key, want] of lookups) {
+      const got = blockLookup(b, key);
+      assert.deepEqual(got === null ? null : [...got].sort(), want === null ? null : [...want].sort(), key);
+    }
+  });
+}
+
+/** `bytes` as zlib in base64, as the server writes `urls_z`. */
+async function zlibBase64(bytes) {
+  const z = new Uint8Array(await new Response(new Blob([bytes]).stream().pipeThrough(new CompressionStream('deflate'))).arrayBuffer());
+  return btoa(String.fromCharCode(...z));
+}
+
+test('a compressed block must be expanded, and a bad or overlong one is refused', async () => {
+  const v = JSON.parse(readFileSync(new URL('../test-vectors/block/compressed.json', import.meta.url), 'utf8'));
+  assert.throws(() => parseBlock(v.block, v.origin), /expandBlock it first/);
+  const block = (urls_z) => ({ v: 3, config: {}, servers: [], urls_z });
+  await assert.rejects(expandBlock(block('not base64!')), /not base64/);
+  await assert.rejects(expandBlock(block(btoa('not zlib'))), /not zlib/);
+  await assert.rejects(expandBlock(block(7)), /not a string/);
+  await assert.rejects(expandBlock(block(await zlibBase64(new TextEncoder().encode('{"a":')))), /not JSON/);
+  // Expands past the bound: refused as it expands.
+  const bomb = new Uint8Array(MAX_EXPANDED_BYTES + 2).fill(32);
+  bomb[0] = 123; // {
+  bomb[bomb.length - 1] = 125; // }
+  await assert.rejects(expandBlock(block(await zlibBase64(bomb))), /expands past/);
+  // A block without urls_z is returned as it is.
+  const plain = { v: 2, config: {}, urls: { '/a': [] } };
+  assert.equal(await expandBlock(plain), plain);
 });
 
 test('version 2 rules bind every URL under their prefix, the longest prefix and own keys first', () => {

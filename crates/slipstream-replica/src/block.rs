@@ -96,13 +96,30 @@ impl Needs {
     }
 }
 
-/// The block's version (`"v"`) that [`to_json`] writes: 2 added rules.
+/// The block's version (`"v"`) that [`to_json`] writes for a small block: 2 added rules.
 pub const VERSION: u64 = 2;
+
+/// The version [`to_json`] writes when it compresses the entries: 3 is 2 with `urls` carried
+/// as `urls_z`.
+pub const VERSION_COMPRESSED: u64 = 3;
+
+/// Entries whose JSON is longer than this many bytes travel compressed (`urls_z`). A page that
+/// lists its URLs one by one (every URL a replica of its own, §5.2's placement at work) would
+/// otherwise carry about 27 bytes a URL, a third more bytes for a 100 KB page naming 1,200.
+pub const COMPRESS_ABOVE: usize = 1024;
+
+/// The most bytes the compressed entries may expand to; a block claiming more is refused (a
+/// few kilobytes of zlib can expand to gigabytes).
+pub const MAX_EXPANDED: u64 = 8 << 20;
 
 /// The block's JSON, compact: `{"v":2,"config":…,"servers":[…],"urls":{key: [item…]}}`. A
 /// physical URL that ends with its key's logical URL (for a rule `P*`, a stem ending with `P*`)
 /// is written as the index in `servers` of what comes before it: a server's base URL, or the
 /// base of its replica store (`http://r2/_slipstream/replicas`). Any other is written in full.
+///
+/// When the `urls` object's JSON is longer than [`COMPRESS_ABOVE`], the block is version 3 and
+/// carries it as `"urls_z"`: the standard base64 of its zlib stream (RFC 1950), which a
+/// browser expands with `DecompressionStream('deflate')`.
 pub fn to_json(
     entries: BTreeMap<String, Vec<String>>,
     config: &serde_json::Map<String, serde_json::Value>,
@@ -127,20 +144,65 @@ pub fn to_json(
             .collect();
         urls.insert(key, serde_json::Value::Array(list));
     }
+    let urls = serde_json::Value::Object(urls);
+    let text = urls.to_string();
+    if text.len() <= COMPRESS_ABOVE {
+        return serde_json::json!({
+            "v": VERSION,
+            "config": config,
+            "servers": servers,
+            "urls": urls,
+        });
+    }
     serde_json::json!({
-        "v": VERSION,
+        "v": VERSION_COMPRESSED,
         "config": config,
         "servers": servers,
-        "urls": urls,
+        "urls_z": compress(text.as_bytes()),
     })
+}
+
+/// `bytes` as zlib, in standard base64.
+fn compress(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    z.write_all(bytes).expect("zlib into memory");
+    let z = z.finish().expect("zlib into memory");
+    base64::engine::general_purpose::STANDARD.encode(z)
+}
+
+/// What [`compress`] made, back; `None` if it is not base64 of a zlib stream expanding to at
+/// most [`MAX_EXPANDED`] bytes.
+fn expand(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    use std::io::Read as _;
+    let z = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()?;
+    let mut out = Vec::new();
+    flate2::read::ZlibDecoder::new(z.as_slice())
+        .take(MAX_EXPANDED + 1)
+        .read_to_end(&mut out)
+        .ok()?;
+    (out.len() as u64 <= MAX_EXPANDED).then_some(out)
 }
 
 /// A block's entries as [`to_json`] wrote them, each index expanded (`servers[i]` followed by
 /// the key), as the agent reads them; `None` for JSON of another shape.
 pub fn from_json(block: &serde_json::Value) -> Option<BTreeMap<String, Vec<String>>> {
     let servers = block.get("servers").and_then(|s| s.as_array());
+    let expanded: serde_json::Value;
+    let urls = match block.get("urls_z") {
+        Some(z) => {
+            expanded = serde_json::from_slice(&expand(z.as_str()?)?).ok()?;
+            &expanded
+        }
+        None => block.get("urls")?,
+    };
     let mut entries = BTreeMap::new();
-    for (key, list) in block.get("urls")?.as_object()? {
+    for (key, list) in urls.as_object()? {
         let list = list
             .as_array()?
             .iter()
@@ -261,22 +323,73 @@ mod tests {
         assert_eq!(lookup(&entries, "/e/3"), None);
     }
 
-    /// The shared vector `web/test-vectors/block/lookup.json`, which the agent's tests replay
+    /// The shared vectors `web/test-vectors/block/*.json`, which the agent's tests replay
     /// too (`web/test/agent.test.mjs`): a block as the server writes it, read as the agent
-    /// reads it (a server index is the server's string followed by the key).
+    /// reads it (a server index is the server's string followed by the key). `compressed.json`
+    /// carries `lookup.json`'s entries as version 3's `urls_z`.
     #[test]
-    fn the_shared_lookup_vector() {
-        let v: serde_json::Value =
-            serde_json::from_str(include_str!("../../../web/test-vectors/block/lookup.json"))
-                .expect("vector JSON");
-        let entries = from_json(&v["block"]).expect("a block");
-        let lookups = v["lookups"].as_object().expect("lookups");
-        assert!(lookups.len() >= 8);
-        for (url, want) in lookups {
-            let want: Option<Vec<String>> =
-                serde_json::from_value(want.clone()).expect("a list or null");
-            assert_eq!(lookup(&entries, url).map(sorted), want.map(sorted), "{url}");
+    fn the_shared_lookup_vectors() {
+        for text in [
+            include_str!("../../../web/test-vectors/block/lookup.json"),
+            include_str!("../../../web/test-vectors/block/compressed.json"),
+        ] {
+            let v: serde_json::Value = serde_json::from_str(text).expect("vector JSON");
+            let entries = from_json(&v["block"]).expect("a block");
+            let lookups = v["lookups"].as_object().expect("lookups");
+            assert!(lookups.len() >= 8);
+            for (url, want) in lookups {
+                let want: Option<Vec<String>> =
+                    serde_json::from_value(want.clone()).expect("a list or null");
+                assert_eq!(lookup(&entries, url).map(sorted), want.map(sorted), "{url}");
+            }
         }
+    }
+
+    #[test]
+    fn a_long_list_travels_compressed_and_reads_back() {
+        let entries: BTreeMap<String, Vec<String>> = (0..1200)
+            .map(|i| {
+                let url = format!("/img/{i}.png");
+                let list = ["http://a", "http://b/_slipstream/replicas"]
+                    .iter()
+                    .map(|base| format!("{base}{url}"))
+                    .collect();
+                (url, list)
+            })
+            .collect();
+        let json = to_json(entries.clone(), &serde_json::Map::new());
+        assert_eq!(json["v"], VERSION_COMPRESSED);
+        assert!(json.get("urls").is_none());
+        let carried = json.to_string().len();
+        // 1,200 URLs listed one by one: about 22 bytes each as plain JSON, under 4 compressed.
+        assert!(carried < 1200 * 4, "{carried} bytes");
+        assert_eq!(from_json(&json), Some(entries));
+        // A small block stays plain JSON, readable in the page.
+        let small = to_json(
+            [("/a".to_owned(), vec!["http://a/a".to_owned()])].into(),
+            &serde_json::Map::new(),
+        );
+        assert_eq!(small["v"], VERSION);
+        assert_eq!(small["urls"]["/a"], serde_json::json!([0]));
+    }
+
+    #[test]
+    fn a_bad_or_overlong_compressed_block_is_refused() {
+        let block = |z: serde_json::Value| serde_json::json!({"v": 3, "servers": [], "urls_z": z});
+        assert_eq!(from_json(&block("not base64!".into())), None);
+        assert_eq!(from_json(&block(compress(b"[1,2]").into())), None);
+        assert_eq!(from_json(&block(serde_json::json!(7))), None);
+        // Expands past MAX_EXPANDED: refused without expanding it all.
+        let bomb = vec![b' '; MAX_EXPANDED as usize + 2];
+        let mut text = b"{".to_vec();
+        text.extend_from_slice(&bomb);
+        text.push(b'}');
+        assert_eq!(from_json(&block(compress(&text).into())), None);
+        // The same, under the bound, is read.
+        assert_eq!(
+            from_json(&block(compress(b"{ }").into())),
+            Some(BTreeMap::new())
+        );
     }
 
     fn update() -> impl Strategy<Value = (String, Pattern, Entry)> {

@@ -11,7 +11,9 @@
 //! "http://r3/a-copy.png"]}}`. A key ending in `*` is a rule for every URL under its prefix
 //! that no more specific key names. A number `i` stands for `servers[i]` followed by the
 //! key's logical URL (a server's base URL, or the base of its replica store); a string is any
-//! other physical URL (in a rule, a stem whose `*` stands for the rest of the URL).
+//! other physical URL (in a rule, a stem whose `*` stands for the rest of the URL). A block
+//! whose `urls` would be over [`block::COMPRESS_ABOVE`] bytes carries them zlib-compressed in
+//! base64 as `"urls_z"` (`"v":3`).
 //! The page's own URLs are untouched, so it works as before with JavaScript off or on a browser
 //! without Service Workers.
 //!

@@ -7,6 +7,7 @@ mod check_cmd;
 mod demo;
 mod experiment_cmd;
 mod get_cmd;
+mod predict_cmd;
 mod proxy_cmd;
 mod reload_cmd;
 mod serve;
@@ -47,6 +48,8 @@ enum Command {
     Reload(reload_cmd::Args),
     /// Fetch a URL from its fastest live replica, failing over (Web++'s client, paper 001).
     Get(get_cmd::Args),
+    /// Score NPS's prefetch predictors (PPM, Markov, popularity) on a trace (paper 000).
+    Predict(predict_cmd::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -72,6 +75,7 @@ fn main() -> std::process::ExitCode {
         Command::CheckConfig(args) => check_cmd::run(args),
         Command::Reload(args) => reload_cmd::run(args),
         Command::Get(args) => get_cmd::run(args),
+        Command::Predict(args) => predict_cmd::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

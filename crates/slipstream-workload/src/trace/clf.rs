@@ -10,6 +10,8 @@
 pub(super) enum Record {
     /// A GET/HEAD with a 2xx status and a numeric size.
     Cacheable {
+        /// The client, as the log names it (an address or a host name).
+        host: String,
         /// The request time in Unix seconds (UTC).
         unix_s: i64,
         /// The request target, query string included.
@@ -68,7 +70,7 @@ impl<'a> Cursor<'a> {
 /// Parses one non-empty line; the error message names the bad field.
 pub(super) fn parse_line(line: &str) -> Result<Record, String> {
     let mut c = Cursor { rest: line };
-    c.token("host")?;
+    let host = c.token("host")?;
     c.token("ident")?;
     c.token("authuser")?;
     let unix_s = parse_time(c.delimited('[', ']', false, "timestamp")?)?;
@@ -99,6 +101,7 @@ pub(super) fn parse_line(line: &str) -> Result<Record, String> {
     };
     match size {
         Some(size) => Ok(Record::Cacheable {
+            host: host.to_owned(),
             unix_s,
             key: key.to_owned(),
             size,
@@ -208,6 +211,7 @@ mod tests {
         assert_eq!(
             r,
             Ok(Record::Cacheable {
+                host: "h".into(),
                 unix_s: 971_211_336,
                 key: r#"/a\"b"#.into(),
                 size: 5

@@ -25,6 +25,9 @@ pub use tsv::write_tsv;
 pub struct Trace {
     /// The cacheable requests, in file order.
     pub requests: Vec<Request>,
+    /// For a CLF trace, the client (the log's host field) of each request, index for index;
+    /// empty for TSV, which names no client.
+    pub clients: Vec<String>,
     /// Records that are valid syntax but not cacheable: non-GET/HEAD method,
     /// non-2xx status, or size `-`.
     pub skipped: u64,
@@ -103,6 +106,12 @@ pub fn read_path_lenient(path: &Path) -> Result<Trace, TraceError> {
     read_with(BufReader::new(file), &name, None, true)
 }
 
+/// Like [`read`], detecting the format, but a malformed line is counted and passed over, as
+/// [`read_path_lenient`] does.
+pub fn read_lenient<R: BufRead>(reader: R, source_name: &str) -> Result<Trace, TraceError> {
+    read_with(reader, source_name, None, true)
+}
+
 /// Reads a trace from `reader`; `source_name` appears in error messages. With
 /// `format: None` the format is detected from the first non-empty, non-`#` line.
 ///
@@ -161,8 +170,14 @@ fn read_with<R: BufRead>(
                 tsv::parse_row(line).map(|r| trace.requests.push(r))
             }
             Format::Clf => clf::parse_line(line).map(|record| match record {
-                clf::Record::Cacheable { unix_s, key, size } => {
+                clf::Record::Cacheable {
+                    host,
+                    unix_s,
+                    key,
+                    size,
+                } => {
                     clf_times.push(unix_s);
+                    trace.clients.push(host);
                     trace.requests.push(Request {
                         time_s: 0.0,
                         key,

@@ -362,3 +362,68 @@ fn the_demo_removes_its_files_when_stopped() {
     assert_eq!(node.child.wait().expect("wait").code(), Some(0));
     assert!(!files.exists(), "{} left behind", files.display());
 }
+
+#[test]
+fn predict_scores_the_three_predictors_and_names_bad_lines() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Every client walks / → /a → /b (with its logo), so after / the next pages are known.
+    let mut log = String::new();
+    for c in 0..20 {
+        for (i, path) in ["/", "/a", "/logo.png", "/b"].iter().enumerate() {
+            log.push_str(&format!(
+                "10.0.0.{c} - - [10/Oct/2000:13:{c:02}:{i:02} +0000] \"GET {path} HTTP/1.0\" 200 100\n"
+            ));
+        }
+    }
+    log.push_str("a line that is no log record\n");
+    let trace = dir.path().join("site.log");
+    std::fs::write(&trace, log).expect("write");
+    let json = dir.path().join("out.json");
+    let chart = dir.path().join("out.svg");
+    let out = bin()
+        .args(["predict", trace.to_str().expect("utf-8"), "--lists", "1,3"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--chart")
+        .arg(&chart)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 malformed line") && err.contains("site.log:81"),
+        "{err}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("JSON");
+    assert_eq!(doc["sessions"], 20);
+    let row = |p: &str, training: &str, list: u64| {
+        doc["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .find(|r| r["predictor"] == p && r["training"] == training && r["list"] == list)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {p} {training} {list}"))
+    };
+    // Trained on ten clients, PPM lists exactly what the other ten fetch next.
+    let ppm = row("ppm-2/10", "offline", 3);
+    assert_eq!(ppm["precision"], 1.0, "{ppm}");
+    assert_eq!(ppm["recall"], 1.0, "{ppm}");
+    assert!(row("markov", "online", 1)["useful"].as_u64() > Some(0));
+    assert!(row("top", "offline", 1)["listed"].as_u64() > Some(0));
+    assert!(std::fs::read_to_string(&chart)
+        .expect("chart")
+        .contains("<svg"));
+
+    let seq = dir.path().join("bad.seq");
+    std::fs::write(&seq, "% Sequences:\n1 2\n1 two 3\n").expect("write");
+    fails_with(
+        &["predict", seq.to_str().expect("utf-8")],
+        "bad.seq:3: \"two\" is not a category number",
+    );
+    fails_with(
+        &["predict", trace.to_str().expect("utf-8"), "--order", "0"],
+        "--order 0",
+    );
+}

@@ -12,9 +12,19 @@
 //! - [`eval`]: precision, recall and wasted bytes per useful byte at several list lengths, with
 //!   the predictor frozen after training (offline) or learning as the test runs (online).
 //!
+//! - [`monitor`]: budget estimation (§3.3): AIMD over probe response times, and the threshold
+//!   from the knee of a response-time curve.
+//! - [`budget`]: budget distribution (§3.3): which hint requests get one document's worth of
+//!   hints, p = min(1, B·τ / (N·D)), and when the others should ask again.
+//! - [`hints`]: the hint server's model, trained from the demand stream, answering a client's
+//!   (current, previous document, turn).
+//!
 //! Time, I/O and randomness stay outside: everything here is deterministic.
 
+pub mod budget;
 pub mod eval;
+pub mod hints;
+pub mod monitor;
 pub mod predict;
 pub mod sessions;
 

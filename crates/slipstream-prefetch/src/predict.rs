@@ -120,6 +120,12 @@ pub struct Ppm {
     order: usize,
     window: usize,
     contexts: HashMap<Vec<Sym>, Counts>,
+    /// At most this many contexts; a new one beyond it is not learnt.
+    max_contexts: usize,
+    /// At most this many followers a context; a new one beyond it is not learnt.
+    max_follow: usize,
+    /// What the bounds turned away.
+    refused: u64,
 }
 
 /// One context's counts.
@@ -141,7 +147,24 @@ impl Ppm {
             order,
             window,
             contexts: HashMap::new(),
+            max_contexts: usize::MAX,
+            max_follow: usize::MAX,
+            refused: 0,
         }
+    }
+
+    /// Bounds the model for a server that learns forever: at most `max_contexts` contexts and
+    /// `max_follow` followers each. At a bound, what is new is not learnt (counted in
+    /// [`Ppm::refused`]); what is known keeps counting.
+    pub fn with_limits(mut self, max_contexts: usize, max_follow: usize) -> Ppm {
+        self.max_contexts = max_contexts;
+        self.max_follow = max_follow;
+        self
+    }
+
+    /// New contexts and followers not learnt because the model was at a bound.
+    pub fn refused(&self) -> u64 {
+        self.refused
     }
 
     /// The paper's prototype: n = 2, w = 10.
@@ -176,7 +199,13 @@ impl Predictor for Ppm {
                 w.credited.push(item.sym);
                 for key in &w.keys {
                     if let Some(c) = self.contexts.get_mut(key) {
-                        *c.follow.entry(item.sym).or_default() += 1;
+                        if let Some(n) = c.follow.get_mut(&item.sym) {
+                            *n += 1;
+                        } else if c.follow.len() < self.max_follow {
+                            c.follow.insert(item.sym, 1);
+                        } else {
+                            self.refused += 1;
+                        }
                     }
                 }
             }
@@ -191,7 +220,19 @@ impl Predictor for Ppm {
                 .map(|n| history.context(n))
                 .collect();
             for key in &keys {
-                self.contexts.entry(key.clone()).or_default().seen += 1;
+                if let Some(c) = self.contexts.get_mut(key) {
+                    c.seen += 1;
+                } else if self.contexts.len() < self.max_contexts {
+                    self.contexts.insert(
+                        key.clone(),
+                        Counts {
+                            seen: 1,
+                            ..Counts::default()
+                        },
+                    );
+                } else {
+                    self.refused += 1;
+                }
             }
             history.open.push_back(Window {
                 keys,

@@ -39,6 +39,11 @@ impl Symbols {
         id
     }
 
+    /// The id of `name` if it was interned.
+    pub fn find(&self, name: &str) -> Option<Sym> {
+        self.ids.get(name).copied()
+    }
+
     /// The name of `sym`.
     pub fn name(&self, sym: Sym) -> &str {
         &self.names[sym as usize]

@@ -1,0 +1,233 @@
+//! Budget distribution (000 §3.3), without I/O: which hint requests get a list.
+//!
+//! "The hint server distributes the current budget among client requests that arrive in that
+//! epoch. We choose to set the hint list size to the size of one document [...] if B denotes
+//! the budget in the current epoch, and N the expected number of clients in that epoch, D the
+//! number of files in a document, and τ the epoch length, the hint server accepts a fraction
+//! p = min(1, B·τ / (N·D)) of requests [...] and returns hintlists of zero length for other
+//! requests." N is the number of hint requests of the previous epoch; requests beyond it in the
+//! current epoch get an empty list and a directive to retry in the next epoch.
+//!
+//! Time comes in as `now` (time since any fixed start), randomness as an `Rng`.
+
+use std::time::Duration;
+
+use rand::Rng;
+
+/// The answer to one hint request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// A list of at most this many files (one document's worth, D).
+    List(usize),
+    /// No list now: ask again after this long (the start of the next epoch).
+    Wait(Duration),
+}
+
+/// Counts hint requests by epoch and grants lists with the paper's probability.
+#[derive(Debug, Clone)]
+pub struct Distributor {
+    epoch: Duration,
+    doc_files: usize,
+    /// The epoch `now` falls in, as a number of epochs since the start.
+    current: u64,
+    /// Hint requests seen in the current epoch.
+    arrived: u64,
+    /// Hint requests seen in the previous epoch: the estimate N for this one.
+    estimate: u64,
+    /// Files granted in the current epoch.
+    granted: u64,
+    /// Totals since the start, for the status page.
+    totals: Totals,
+}
+
+/// What a distributor did since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Hint requests answered with a list.
+    pub lists: u64,
+    /// Files in those lists (at most; a list may be shorter when fewer are predicted).
+    pub files: u64,
+    /// Hint requests told to wait for the next epoch.
+    pub waits: u64,
+}
+
+impl Distributor {
+    /// A distributor with epochs of `epoch` (the paper's ~100 ms) and lists of `doc_files`
+    /// files (D; the paper's prototype uses 10).
+    pub fn new(epoch: Duration, doc_files: usize) -> Distributor {
+        Distributor {
+            epoch: epoch.max(Duration::from_millis(1)),
+            doc_files: doc_files.max(1),
+            current: 0,
+            arrived: 0,
+            estimate: 0,
+            granted: 0,
+            totals: Totals::default(),
+        }
+    }
+
+    /// The epoch length τ.
+    pub fn epoch(&self) -> Duration {
+        self.epoch
+    }
+
+    /// One document's worth of files, D.
+    pub fn doc_files(&self) -> usize {
+        self.doc_files
+    }
+
+    /// What the distributor did so far.
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    /// The probability p = min(1, B·τ / (N·D)) of granting a list in the current epoch, for a
+    /// budget of `budget_per_s` files a second. N is at least 1.
+    pub fn p(&self, budget_per_s: f64) -> f64 {
+        let n = self.estimate.max(1) as f64;
+        let p = budget_per_s * self.epoch.as_secs_f64() / (n * self.doc_files as f64);
+        p.clamp(0.0, 1.0)
+    }
+
+    fn advance(&mut self, now: Duration) {
+        let epoch = (now.as_nanos() / self.epoch.as_nanos()) as u64;
+        if epoch == self.current {
+            return;
+        }
+        // An epoch with no requests between two others leaves an estimate of 0 (then 1).
+        self.estimate = if epoch == self.current + 1 {
+            self.arrived
+        } else {
+            0
+        };
+        self.current = epoch;
+        self.arrived = 0;
+        self.granted = 0;
+    }
+
+    fn until_next_epoch(&self, now: Duration) -> Duration {
+        let next = self.epoch.saturating_mul((self.current + 1) as u32);
+        next.saturating_sub(now).max(Duration::from_millis(1))
+    }
+
+    /// Answers one hint request arriving at `now`, for a budget of `budget_per_s` files a
+    /// second.
+    pub fn request(&mut self, now: Duration, budget_per_s: f64, rng: &mut impl Rng) -> Grant {
+        self.advance(now);
+        self.arrived += 1;
+        let per_epoch = budget_per_s * self.epoch.as_secs_f64();
+        // 000 §3.3: requests beyond the estimate N wait for the next epoch; so do those that
+        // would take the epoch's granted files beyond B·τ (a burst the estimate missed). A
+        // budget under one list an epoch is spent on average, through p.
+        let over_estimate = self.arrived > self.estimate.max(1);
+        let spent =
+            self.granted > 0 && (self.granted + self.doc_files as u64) as f64 > per_epoch.ceil();
+        let accept = !over_estimate && !spent && rng.gen_bool(self.p(budget_per_s));
+        if accept {
+            self.granted += self.doc_files as u64;
+            self.totals.lists += 1;
+            self.totals.files += self.doc_files as u64;
+            Grant::List(self.doc_files)
+        } else {
+            self.totals.waits += 1;
+            Grant::Wait(self.until_next_epoch(now))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn p_follows_the_papers_formula() {
+        let mut d = Distributor::new(100 * MS, 10);
+        let mut rng = StdRng::seed_from_u64(1);
+        // Epoch 0: 20 requests arrive; they become N for epoch 1.
+        for i in 0..20 {
+            d.request(i as u32 * MS, 1000.0, &mut rng);
+        }
+        d.request(100 * MS, 1000.0, &mut rng);
+        // B·τ / (N·D) = 1000 · 0.1 / (20 · 10) = 0.5.
+        assert!((d.p(1000.0) - 0.5).abs() < 1e-9);
+        assert_eq!(d.p(1e9), 1.0);
+        assert_eq!(d.p(0.0), 0.0);
+    }
+
+    #[test]
+    fn requests_beyond_the_estimate_wait_for_the_next_epoch() {
+        let mut d = Distributor::new(100 * MS, 10);
+        let mut rng = StdRng::seed_from_u64(1);
+        // Epoch 0 has N = 1 (no history): the first request may get a list, the rest wait.
+        assert_eq!(d.request(10 * MS, 1e6, &mut rng), Grant::List(10));
+        assert_eq!(d.request(30 * MS, 1e6, &mut rng), Grant::Wait(70 * MS));
+        // Epoch 1: N = 2 from epoch 0, so two lists, then waits.
+        assert_eq!(d.request(100 * MS, 1e6, &mut rng), Grant::List(10));
+        assert_eq!(d.request(120 * MS, 1e6, &mut rng), Grant::List(10));
+        assert_eq!(d.request(150 * MS, 1e6, &mut rng), Grant::Wait(50 * MS));
+        assert_eq!(
+            d.totals(),
+            Totals {
+                lists: 3,
+                files: 30,
+                waits: 2
+            }
+        );
+    }
+
+    #[test]
+    fn no_budget_no_lists() {
+        let mut d = Distributor::new(100 * MS, 10);
+        let mut rng = StdRng::seed_from_u64(1);
+        for i in 0..1000 {
+            assert!(matches!(
+                d.request(i as u32 * MS, 0.0, &mut rng),
+                Grant::Wait(_)
+            ));
+        }
+    }
+
+    #[test]
+    fn a_budget_under_one_list_an_epoch_is_spent_on_average() {
+        // B = 5 files/s, τ = 100 ms, D = 10: one list every two seconds on average.
+        let mut d = Distributor::new(100 * MS, 10);
+        let mut rng = StdRng::seed_from_u64(7);
+        for e in 0..10_000u32 {
+            d.request(100 * MS * e, 5.0, &mut rng);
+        }
+        let files_per_s = d.totals().files as f64 / 1000.0;
+        assert!((4.0..6.0).contains(&files_per_s), "{files_per_s}");
+    }
+
+    proptest! {
+        /// Whatever the arrivals, the files granted in an epoch never exceed B·τ, or one list
+        /// when B·τ is less (the paper's budget bounds the server's prefetch load).
+        #[test]
+        fn an_epoch_never_grants_more_than_its_budget(
+            gaps in proptest::collection::vec(0u32..30, 1..400),
+            budget in 0.0f64..2000.0,
+            d_files in 1usize..20,
+            seed: u64,
+        ) {
+            let mut d = Distributor::new(100 * MS, d_files);
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut now = Duration::ZERO;
+            let mut per_epoch = std::collections::HashMap::<u128, u64>::new();
+            for g in gaps {
+                now += g * MS;
+                if let Grant::List(n) = d.request(now, budget, &mut rng) {
+                    *per_epoch.entry(now.as_millis() / 100).or_default() += n as u64;
+                }
+            }
+            let cap = ((budget * 0.1).ceil() as u64).max(d_files as u64);
+            for (epoch, files) in per_epoch {
+                prop_assert!(files <= cap, "epoch {epoch}: {files} files granted, cap {cap}");
+            }
+        }
+    }
+}

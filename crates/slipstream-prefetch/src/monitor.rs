@@ -1,0 +1,338 @@
+//! The monitor's budget estimation (000 §3.2–§3.3), without I/O: the caller probes the server
+//! with a representative request about once an epoch (~100 ms), hands each response time to
+//! [`Monitor::sample`], and probes again at once when it is told to ([`Next::ProbeNow`]).
+//!
+//! The rule is the paper's AIMD: "If in five consecutive epochs, the five response time samples
+//! lie below a threshold, the monitor increases the budget by 1. While taking the five samples,
+//! if any sample exceeds the threshold, the monitor sends another probe immediately to check if
+//! the sample was an outlier. If even the new sample exceeds the threshold, indicating a loaded
+//! server, the monitor decreases the budget by half and restarts collecting the next five
+//! samples" (§3.3).
+//!
+//! Two additions, each a configuration:
+//! - **Slow start.** A budget that grows by one prefetch a second per five samples takes
+//!   minutes to reach the spare capacity of a server that answers thousands of requests a
+//!   second. Until the first confirmed overload the budget doubles instead of growing by one
+//!   (TCP's slow start applied to the budget); after it, increase is additive as in the paper.
+//!   `slow_start = false` is the paper's rule exactly.
+//! - **The threshold from the knee** ([`knee`]): the paper supplies thresholds by hand and names
+//!   picking them automatically as future work, noting that response time is "nearly constant
+//!   ... for low load followed by a sharp rise beyond the knee". [`knee`] finds that point on a
+//!   curve measured at start-up; a configured threshold overrides it.
+
+use std::time::Duration;
+
+/// The monitor's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MonitorConfig {
+    /// A probe slower than this means the server is loaded.
+    pub threshold: Duration,
+    /// Consecutive samples under the threshold before the budget grows (the paper's five).
+    pub samples_to_increase: u32,
+    /// Additive increase, in prefetched files per second (the paper's 1).
+    pub increase_per_s: f64,
+    /// The budget never falls below this (files per second); 0 lets prefetching stop entirely.
+    pub min_per_s: f64,
+    /// The budget never grows above this (files per second): a bound, not a tuning knob.
+    pub max_per_s: f64,
+    /// Double the budget instead of adding to it until the first confirmed overload.
+    pub slow_start: bool,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            threshold: Duration::from_millis(10),
+            samples_to_increase: 5,
+            increase_per_s: 1.0,
+            min_per_s: 0.0,
+            max_per_s: 100_000.0,
+            slow_start: true,
+        }
+    }
+}
+
+/// What the caller does after a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Probe again at the next epoch.
+    NextEpoch,
+    /// Probe again at once: the sample was over the threshold and may be an outlier.
+    ProbeNow,
+}
+
+/// What a sample did to the budget (for the status page and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing yet.
+    None,
+    /// The budget grew (additively, or doubled in slow start).
+    Increased,
+    /// An over-threshold sample was confirmed: the budget was halved.
+    Halved,
+    /// An over-threshold sample was followed by one under it: an outlier, ignored.
+    Outlier,
+}
+
+/// The AIMD budget estimator. The budget is in prefetched files per second.
+#[derive(Debug, Clone)]
+pub struct Monitor {
+    config: MonitorConfig,
+    budget: f64,
+    /// Consecutive samples under the threshold since the last change.
+    good: u32,
+    /// The last sample was over the threshold and a re-probe is out.
+    confirming: bool,
+    /// Still in slow start (no overload confirmed yet).
+    starting: bool,
+}
+
+impl Monitor {
+    /// A monitor starting from a budget of `config.min_per_s`, or 1 if that is 0.
+    pub fn new(config: MonitorConfig) -> Monitor {
+        let budget = config.min_per_s.max(1.0).min(config.max_per_s);
+        Monitor {
+            starting: config.slow_start,
+            config,
+            budget,
+            good: 0,
+            confirming: false,
+        }
+    }
+
+    /// The current budget, in prefetched files per second.
+    pub fn budget_per_s(&self) -> f64 {
+        self.budget
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &MonitorConfig {
+        &self.config
+    }
+
+    /// Replaces the threshold (a re-calibration); the sample count starts again.
+    pub fn set_threshold(&mut self, threshold: Duration) {
+        self.config.threshold = threshold;
+        self.good = 0;
+        self.confirming = false;
+    }
+
+    /// Whether the monitor is still in slow start.
+    pub fn slow_starting(&self) -> bool {
+        self.starting
+    }
+
+    /// Takes one probe's response time; `None` is a probe that failed or timed out, which
+    /// counts as over the threshold.
+    pub fn sample(&mut self, rt: Option<Duration>) -> (Next, Change) {
+        let over = rt.is_none_or(|rt| rt > self.config.threshold);
+        if over {
+            if !self.confirming {
+                self.confirming = true;
+                return (Next::ProbeNow, Change::None);
+            }
+            // 000 §3.3: a confirmed over-threshold sample halves the budget and restarts the
+            // count of five.
+            self.confirming = false;
+            self.good = 0;
+            self.starting = false;
+            self.budget = (self.budget / 2.0).max(self.config.min_per_s);
+            return (Next::NextEpoch, Change::Halved);
+        }
+        let change = if self.confirming {
+            self.confirming = false;
+            Change::Outlier
+        } else {
+            Change::None
+        };
+        self.good += 1;
+        if self.good < self.config.samples_to_increase.max(1) {
+            return (Next::NextEpoch, change);
+        }
+        self.good = 0;
+        let grown = if self.starting {
+            (self.budget * 2.0).max(self.budget + self.config.increase_per_s)
+        } else {
+            self.budget + self.config.increase_per_s
+        };
+        let grown = grown.min(self.config.max_per_s);
+        if grown > self.budget {
+            self.budget = grown;
+            (Next::NextEpoch, Change::Increased)
+        } else {
+            (Next::NextEpoch, change)
+        }
+    }
+}
+
+/// The knee of a response-time curve: the index of the point where response time turns from
+/// flat to steep, by the Kneedle rule (Satopää et al., 2011) for an increasing convex curve: with
+/// both axes scaled to [0, 1], the point farthest below the chord from the first point to the
+/// last. `points` are (load, response time) in order of load. `None` when there are fewer than
+/// three points or the curve does not rise (no knee: the server was never loaded).
+pub fn knee(points: &[(f64, f64)]) -> Option<usize> {
+    if points.len() < 3 {
+        return None;
+    }
+    let (x0, y0) = points[0];
+    let (x1, y1) = points[points.len() - 1];
+    let (dx, dy) = (x1 - x0, y1 - y0);
+    if !(dx > 0.0 && dy > 0.0) {
+        return None;
+    }
+    points
+        .iter()
+        .enumerate()
+        .map(|(i, &(x, y))| (i, (x - x0) / dx - (y - y0) / dy))
+        .filter(|(_, d)| *d > 0.0)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i)
+}
+
+/// The threshold for a measured curve: halfway between the response time at its [`knee`] and
+/// at the point before it (the last of the flat part), so that the monitor backs off as the
+/// curve starts to rise rather than once it is steep; never below `floor` (a server that
+/// answers in microseconds still needs a threshold above its scheduling noise). `None` when
+/// the curve has no knee.
+pub fn threshold_from_curve(points: &[(f64, Duration)], floor: Duration) -> Option<Duration> {
+    let xy: Vec<(f64, f64)> = points.iter().map(|(x, y)| (*x, y.as_secs_f64())).collect();
+    let i = knee(&xy)?;
+    let before = points[i.saturating_sub(1)].1;
+    Some(((before + points[i].1) / 2).max(floor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn paper() -> Monitor {
+        Monitor::new(MonitorConfig {
+            threshold: 10 * MS,
+            slow_start: false,
+            ..MonitorConfig::default()
+        })
+    }
+
+    #[test]
+    fn five_good_samples_add_one() {
+        let mut m = paper();
+        assert_eq!(m.budget_per_s(), 1.0);
+        for _ in 0..4 {
+            assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::None));
+        }
+        assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::Increased));
+        assert_eq!(m.budget_per_s(), 2.0);
+        for _ in 0..10 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 4.0);
+    }
+
+    #[test]
+    fn an_over_sample_is_reprobed_and_halves_only_if_confirmed() {
+        let mut m = paper();
+        for _ in 0..15 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 4.0);
+        // An outlier: re-probed at once, then ignored; the count of good samples goes on.
+        assert_eq!(m.sample(Some(50 * MS)), (Next::ProbeNow, Change::None));
+        assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::Outlier));
+        assert_eq!(m.budget_per_s(), 4.0);
+        // Confirmed: halved, and the count of five starts again.
+        m.sample(Some(2 * MS));
+        assert_eq!(m.sample(Some(50 * MS)), (Next::ProbeNow, Change::None));
+        assert_eq!(m.sample(None), (Next::NextEpoch, Change::Halved));
+        assert_eq!(m.budget_per_s(), 2.0);
+        for _ in 0..4 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 2.0);
+        m.sample(Some(MS));
+        assert_eq!(m.budget_per_s(), 3.0);
+    }
+
+    #[test]
+    fn slow_start_doubles_until_the_first_overload() {
+        let mut m = Monitor::new(MonitorConfig {
+            threshold: 10 * MS,
+            ..MonitorConfig::default()
+        });
+        for _ in 0..25 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 32.0);
+        m.sample(Some(20 * MS));
+        m.sample(Some(20 * MS));
+        assert_eq!(m.budget_per_s(), 16.0);
+        assert!(!m.slow_starting());
+        for _ in 0..5 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 17.0);
+    }
+
+    #[test]
+    fn the_knee_is_where_the_flat_part_ends() {
+        // Flat at about 1 ms up to a load of 8, steep from 16.
+        let curve = [
+            (1.0, 1.0),
+            (2.0, 1.0),
+            (4.0, 1.1),
+            (8.0, 1.3),
+            (16.0, 9.0),
+            (32.0, 40.0),
+        ];
+        assert_eq!(knee(&curve), Some(4));
+        assert_eq!(knee(&curve[..2]), None);
+        // A curve that never rises has no knee.
+        assert_eq!(knee(&[(1.0, 2.0), (2.0, 2.0), (3.0, 2.0)]), None);
+        let with_time: Vec<(f64, Duration)> = curve
+            .iter()
+            .map(|(x, y)| (*x, Duration::from_secs_f64(y / 1000.0)))
+            .collect();
+        // Halfway between 1.3 ms and 9 ms, unless the floor is higher.
+        assert_eq!(
+            threshold_from_curve(&with_time, MS),
+            Some(Duration::from_micros(5150))
+        );
+        assert_eq!(
+            threshold_from_curve(&with_time, 8 * MS),
+            Some(Duration::from_millis(8))
+        );
+    }
+
+    proptest! {
+        /// The budget stays within its bounds whatever the samples, and a confirmed overload
+        /// never raises it.
+        #[test]
+        fn the_budget_stays_in_bounds(
+            samples in proptest::collection::vec(proptest::option::of(0u32..30), 0..300),
+            min in 0.0f64..5.0,
+            max in 5.0f64..500.0,
+            slow_start: bool,
+        ) {
+            let mut m = Monitor::new(MonitorConfig {
+                threshold: 10 * MS,
+                min_per_s: min,
+                max_per_s: max,
+                slow_start,
+                ..MonitorConfig::default()
+            });
+            for s in samples {
+                let before = m.budget_per_s();
+                let (_, change) = m.sample(s.map(|ms| ms * MS));
+                let after = m.budget_per_s();
+                prop_assert!(after >= min && after <= max, "{after} outside [{min}, {max}]");
+                match change {
+                    Change::Halved => prop_assert!(after <= before),
+                    Change::Increased => prop_assert!(after > before),
+                    _ => prop_assert_eq!(after, before),
+                }
+            }
+        }
+    }
+}

@@ -151,7 +151,7 @@ impl Hints {
         self.popularity.learn(&mut scratch, item);
         self.learnt += 1;
         // Early on the ranking is cheap and changes fast; later, once every TOP_EVERY requests.
-        if self.learnt <= TOP_EVERY || self.learnt % TOP_EVERY == 0 {
+        if self.learnt <= TOP_EVERY || self.learnt.is_multiple_of(TOP_EVERY) {
             self.top = self
                 .popularity
                 .predict(&History::new(), TOP_KEEP, true)

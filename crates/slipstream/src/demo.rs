@@ -95,7 +95,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let cluster = table.validate(settings.listen, name)?;
             let mut node = settings.clone();
             node.name = name.into();
-            let (running, member) = crate::serve::start_with(node, None, Some(cluster)).await?;
+            let (running, member) =
+                crate::serve::start_with(node, None, Some(cluster), None).await?;
             seed.get_or_insert(gossip);
             replicas.push((name, running, member));
         }

@@ -59,6 +59,11 @@ pub struct Args {
     /// and joins; the rest of `[cluster]` comes from the file or `--set cluster.FIELD=...`).
     #[arg(long = "cluster-seed", value_name = "HOST:PORT")]
     pub cluster_seed: Vec<String>,
+    /// Prefetch with NPS (paper 000): the hint server at `/_slipstream/hints` and the monitor
+    /// that sets its budget (the rest of `[prefetch]` comes from the file or
+    /// `--set prefetch.FIELD=...`).
+    #[arg(long)]
+    pub prefetch: bool,
     /// Set any field of the config, e.g. `--set serve.cache.policy=lru` or
     /// `--set serve.idle_timeout_ms=30s` (repeatable; applied after the named flags).
     #[arg(long = "set", value_name = "TABLE.FIELD=VALUE", value_parser = config::parse_override)]
@@ -105,8 +110,27 @@ impl Args {
                     )
                 }),
             )
+            .set_opt("prefetch.enabled", self.prefetch.then_some(true))
             .extend(self.set.iter().cloned());
         o
+    }
+
+    /// The `[prefetch]` table with the flags applied, validated, when the node prefetches.
+    pub fn prefetch(&self, serve: &Settings) -> anyhow::Result<Option<slipstream_nps::Settings>> {
+        let file = ConfigFile::load_opt(self.config.as_deref())?;
+        let table: slipstream_nps::Config = file.section("prefetch", &self.overrides())?;
+        let asked = file.tables().contains(&"prefetch")
+            || self.set.iter().any(|o| o.key.starts_with("prefetch."));
+        if !table.runs(asked) {
+            return Ok(None);
+        }
+        let settings = table.validate()?;
+        if serve.tls.is_some() && settings.budget == slipstream_nps::Budget::Monitor {
+            anyhow::bail!(
+                "[prefetch] the monitor probes the node over plain HTTP; with TLS set                  `prefetch.budget = \"unlimited\"` or serve prefetching from a plain-HTTP node"
+            );
+        }
+        Ok(Some(settings))
     }
 
     /// The config file (or defaults) with the flags applied.
@@ -133,6 +157,7 @@ impl Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let settings = args.config()?.validate()?;
     let cluster = args.cluster(&settings)?;
+    let prefetch = args.prefetch(&settings)?;
     let args = &args;
     runtime(settings.workers)?.block_on(async move {
         let root = settings.root.clone();
@@ -141,10 +166,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let log = access_log(&settings.access_log)?;
         // Written once SIGHUP is handled, so that `reload` cannot kill a starting node.
         let _pid = PidFile::create(settings.pid_file.clone())?;
-        let (server, member) = start_with(settings, log.clone(), cluster).await?;
+        let (server, member) = start_with(settings, log.clone(), cluster, prefetch).await?;
         let (scheme, addr) = (server.bound.scheme(), server.bound.addr);
         println!("slipstream serve: {} on {scheme}://{addr}/", root.display());
         println!("status: {scheme}://{addr}/_slipstream/status");
+        if args.prefetch(&args.config()?.validate()?)?.is_some() {
+            println!(
+                "prefetch: hints at {scheme}://{addr}/_slipstream/hints?url=/, monitor at \
+                 {scheme}://{addr}/_slipstream/prefetch"
+            );
+        }
         if let Some(member) = &member {
             let s = member.settings();
             println!(
@@ -237,20 +268,76 @@ pub fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     bootstrap::runtime(workers).context("starting the async runtime")
 }
 
+/// NPS on a node: the demand phase, the endpoints, and the monitor once the node listens.
+struct Prefetch(Arc<slipstream_nps::Nps>);
+
+impl Prefetch {
+    fn new(settings: slipstream_nps::Settings) -> anyhow::Result<Prefetch> {
+        let nps = Arc::new(slipstream_nps::Nps::new(settings));
+        if let Some(log) = nps.settings().train_log.clone() {
+            let (learnt, skipped) =
+                slipstream_nps::demand::train_from_log(&nps, &log).map_err(anyhow::Error::msg)?;
+            eprintln!(
+                "prefetch: trained from {} ({learnt} requests, {skipped} malformed line(s) passed over)",
+                log.display()
+            );
+        }
+        Ok(Prefetch(nps))
+    }
+
+    fn route<S: slipstream_node::Service>(&self, node: &mut Node<S>) {
+        node.route(
+            "hints",
+            slipstream_nps::hints::HintsEndpoint(self.0.clone()),
+        )
+        .route(
+            "prefetch",
+            slipstream_nps::hints::StatusEndpoint(self.0.clone()),
+        );
+    }
+
+    fn start_monitor(&self, bound: SocketAddr) {
+        if self.0.settings().budget != slipstream_nps::Budget::Monitor {
+            return;
+        }
+        let ip = match bound.ip() {
+            std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+            ip => ip,
+        };
+        tokio::spawn(slipstream_nps::monitor::run(
+            self.0.clone(),
+            SocketAddr::new(ip, bound.port()),
+        ));
+    }
+}
+
 /// Binds and starts serving in the background of the current runtime, with an access log, as a
-/// member of a cluster.
+/// member of a cluster, prefetching.
 pub async fn start_with(
     settings: Settings,
     log: Option<AccessLog>,
     cluster: Option<cluster::Cluster>,
+    prefetch: Option<slipstream_nps::Settings>,
 ) -> anyhow::Result<(Running, Option<Arc<Cluster>>)> {
     let listen = settings.listen();
     let mut origin = Origin::builder(settings);
     if let Some(log) = log {
         origin = origin.phase(log);
     }
+    let prefetch = prefetch.map(Prefetch::new).transpose()?;
+    if let Some(p) = &prefetch {
+        origin = origin.phase(slipstream_nps::demand::Demand::new(p.0.clone()));
+    }
     let Some(cluster) = cluster else {
-        let running = Node::new(origin.build()).start(&listen).await?;
+        let mut node = Node::new(origin.build());
+        if let Some(p) = &prefetch {
+            p.route(&mut node);
+        }
+        let running = node.start(&listen).await?;
+        if let Some(p) = &prefetch {
+            p.start_monitor(running.bound.addr);
+        }
         return Ok((running, None));
     };
     let member = Arc::new(
@@ -276,7 +363,13 @@ pub async fn start_with(
         cluster.max_replica_bytes,
     );
     api.register(&mut node);
+    if let Some(p) = &prefetch {
+        p.route(&mut node);
+    }
     let running = node.start(&listen).await?;
+    if let Some(p) = &prefetch {
+        p.start_monitor(running.bound.addr);
+    }
     if cluster.settings.advertise.is_none() {
         let bound = running.bound;
         member

@@ -6,6 +6,7 @@ mod cluster;
 mod hierarchy;
 mod node;
 mod phases;
+mod prefetch;
 mod serve;
 mod status_page;
 mod support;

@@ -1,0 +1,283 @@
+//! The `[prefetch]` table of a node's config file: NPS on a `slipstream serve` node.
+//!
+//! ```toml
+//! [prefetch]
+//! budget = "monitor"          # "monitor": the AIMD budget (000 §3.3); "unlimited": every hint
+//!                             # request gets a list (the paper's No-Avoidance)
+//! epoch_ms = 100              # τ: the monitor probes once an epoch
+//! doc_files = 10              # D: files in one hint list (one document's worth)
+//! probe_path = "/"            # the representative object the monitor probes
+//! threshold_ms = "3ms"        # a probe slower than this means the server is loaded;
+//!                             # 0 (default): found at start-up, at the knee of the
+//!                             # response-time curve
+//! # train_log = "access.log"  # a Common Log Format log to train the predictor from at start
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use slipstream_prefetch::hints::HintsConfig;
+use slipstream_prefetch::monitor::MonitorConfig;
+
+/// The `[prefetch]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Run NPS. By default a node prefetches when its file has a `[prefetch]` table or a
+    /// prefetch flag is given; `false` turns it off regardless.
+    pub enabled: Option<bool>,
+    /// `"monitor"` (the budget follows the server's spare capacity) or `"unlimited"` (every
+    /// hint request gets a list: the paper's No-Avoidance, for comparisons).
+    pub budget: String,
+    /// The epoch τ, in milliseconds: the monitor probes once an epoch and the hint server
+    /// counts requests per epoch.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub epoch_ms: u64,
+    /// D: the files in one hint list.
+    pub doc_files: usize,
+    /// The path (with its query) of the representative object the monitor probes.
+    pub probe_path: String,
+    /// A probe slower than this means the server is loaded (0: found at start-up from the
+    /// knee of the response-time curve).
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub threshold_ms: u64,
+    /// The start-up threshold is never below this, in milliseconds.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub min_threshold_ms: u64,
+    /// A probe that takes this long has failed (counts as over the threshold).
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub probe_timeout_ms: u64,
+    /// Samples under the threshold before the budget grows (000 §3.3: five).
+    pub samples_to_increase: u32,
+    /// Additive increase of the budget, in files per second (000 §3.3: one).
+    pub increase_per_s: f64,
+    /// Double the budget until the first overload (the paper's rule when false).
+    pub slow_start: bool,
+    /// The budget never grows above this many files per second.
+    pub max_budget_per_s: f64,
+    /// PPM order n (000 §6.3: 2).
+    pub order: usize,
+    /// PPM window w, in pages (000 §6.3: 10).
+    pub window: usize,
+    /// Distinct URLs the model learns at most.
+    pub max_urls: usize,
+    /// Clients whose recent pages the model keeps at most (oldest forgotten first).
+    pub max_clients: usize,
+    /// Fill hint lists with the most popular URLs when the predictor knows too little.
+    pub fill_popular: bool,
+    /// Hint turns a client may chain after one document (000 §6.1's TURN), at most.
+    pub max_turns: usize,
+    /// A Common Log Format log to train the predictor from at start (offline training).
+    pub train_log: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let h = HintsConfig::default();
+        Config {
+            enabled: None,
+            budget: "monitor".into(),
+            epoch_ms: 100,
+            doc_files: 10,
+            probe_path: "/".into(),
+            threshold_ms: 0,
+            min_threshold_ms: 1,
+            probe_timeout_ms: 1000,
+            samples_to_increase: 5,
+            increase_per_s: 1.0,
+            slow_start: true,
+            max_budget_per_s: 100_000.0,
+            order: h.order,
+            window: h.window,
+            max_urls: h.max_urls,
+            max_clients: h.max_clients,
+            fill_popular: h.fill_popular,
+            max_turns: 10,
+            train_log: None,
+        }
+    }
+}
+
+/// How hint requests are granted lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// The monitor's budget, distributed per epoch (000 §3.3).
+    Monitor,
+    /// Every request gets a list (No-Avoidance).
+    Unlimited,
+}
+
+/// A `[prefetch]` table checked once.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// How lists are granted.
+    pub budget: Budget,
+    /// τ.
+    pub epoch: Duration,
+    /// D.
+    pub doc_files: usize,
+    /// The monitor's probe target.
+    pub probe_path: String,
+    /// The configured threshold, or `None` to find it at start-up.
+    pub threshold: Option<Duration>,
+    /// The floor of a start-up threshold.
+    pub min_threshold: Duration,
+    /// The probes' timeout.
+    pub probe_timeout: Duration,
+    /// The AIMD rule (its threshold is replaced at start-up when not configured).
+    pub monitor: MonitorConfig,
+    /// The predictor.
+    pub model: HintsConfig,
+    /// Turns a client may chain.
+    pub max_turns: usize,
+    /// The log to train from.
+    pub train_log: Option<PathBuf>,
+}
+
+/// Why a `[prefetch]` table is refused.
+#[derive(Debug, thiserror::Error)]
+#[error("[prefetch] {field}: {message}")]
+pub struct ConfigError {
+    /// The field.
+    pub field: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn refuse(field: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field,
+        message: message.into(),
+    }
+}
+
+impl Config {
+    /// Whether the node prefetches: the table is there (`asked`) and `enabled` does not say no,
+    /// or `enabled` says yes.
+    pub fn runs(&self, asked: bool) -> bool {
+        self.enabled.unwrap_or(asked)
+    }
+
+    /// Checks every field.
+    pub fn validate(self) -> Result<Settings, ConfigError> {
+        let budget = match self.budget.as_str() {
+            "monitor" => Budget::Monitor,
+            "unlimited" => Budget::Unlimited,
+            other => {
+                return Err(refuse(
+                    "budget",
+                    format!("`{other}`: expected \"monitor\" or \"unlimited\""),
+                ))
+            }
+        };
+        if !(1..=60_000).contains(&self.epoch_ms) {
+            return Err(refuse("epoch_ms", "must be between 1 ms and 60 s"));
+        }
+        if !(1..=1000).contains(&self.doc_files) {
+            return Err(refuse("doc_files", "must be between 1 and 1000"));
+        }
+        if !self.probe_path.starts_with('/') || self.probe_path.starts_with("/_slipstream/") {
+            return Err(refuse(
+                "probe_path",
+                format!(
+                    "`{}`: must be a path of the site (starting with /, not a control endpoint)",
+                    self.probe_path
+                ),
+            ));
+        }
+        if self.probe_path.parse::<http::uri::PathAndQuery>().is_err() {
+            return Err(refuse("probe_path", "is not a valid URL path"));
+        }
+        if self.probe_timeout_ms == 0 {
+            return Err(refuse("probe_timeout_ms", "must be positive"));
+        }
+        if !(self.increase_per_s.is_finite() && self.increase_per_s > 0.0) {
+            return Err(refuse("increase_per_s", "must be a positive number"));
+        }
+        if !(self.max_budget_per_s.is_finite() && self.max_budget_per_s >= 1.0) {
+            return Err(refuse("max_budget_per_s", "must be at least 1"));
+        }
+        if !(1..=slipstream_prefetch::History::KEEP).contains(&self.order) {
+            return Err(refuse(
+                "order",
+                format!(
+                    "must be between 1 and {}",
+                    slipstream_prefetch::History::KEEP
+                ),
+            ));
+        }
+        if self.window == 0 {
+            return Err(refuse("window", "must be at least 1"));
+        }
+        if self.max_urls == 0 || self.max_clients == 0 {
+            return Err(refuse(
+                "max_urls",
+                "max_urls and max_clients must be positive",
+            ));
+        }
+        let threshold = (self.threshold_ms > 0).then(|| Duration::from_millis(self.threshold_ms));
+        let defaults = HintsConfig::default();
+        Ok(Settings {
+            budget,
+            epoch: Duration::from_millis(self.epoch_ms),
+            doc_files: self.doc_files,
+            probe_path: self.probe_path,
+            threshold,
+            min_threshold: Duration::from_millis(self.min_threshold_ms),
+            probe_timeout: Duration::from_millis(self.probe_timeout_ms),
+            monitor: MonitorConfig {
+                threshold: threshold.unwrap_or(Duration::from_millis(self.min_threshold_ms.max(1))),
+                samples_to_increase: self.samples_to_increase.max(1),
+                increase_per_s: self.increase_per_s,
+                min_per_s: 0.0,
+                max_per_s: self.max_budget_per_s,
+                slow_start: self.slow_start,
+            },
+            model: HintsConfig {
+                order: self.order,
+                window: self.window,
+                max_urls: self.max_urls,
+                max_clients: self.max_clients,
+                fill_popular: self.fill_popular,
+                ..defaults
+            },
+            max_turns: self.max_turns.max(1),
+            train_log: self.train_log,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_bad_fields_are_named() {
+        let s = Config::default().validate().unwrap();
+        assert_eq!(s.budget, Budget::Monitor);
+        assert_eq!(s.threshold, None);
+        let bad = |c: Config| c.validate().unwrap_err().field;
+        assert_eq!(
+            bad(Config {
+                budget: "lots".into(),
+                ..Config::default()
+            }),
+            "budget"
+        );
+        assert_eq!(
+            bad(Config {
+                probe_path: "/_slipstream/status".into(),
+                ..Config::default()
+            }),
+            "probe_path"
+        );
+        assert_eq!(
+            bad(Config {
+                doc_files: 0,
+                ..Config::default()
+            }),
+            "doc_files"
+        );
+    }
+}

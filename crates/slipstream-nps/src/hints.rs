@@ -1,0 +1,173 @@
+//! The hint server's endpoints on the node's router.
+//!
+//! `GET /_slipstream/hints?url=CUR&prev=PREV&turn=T`: the client's current document, the one
+//! before it (000 §6.1's `PFCOOKIE`), and the turn in the chain of lists (`TURN`, from 0). The
+//! answer is JSON:
+//!
+//! ```json
+//! {"hints": ["/b.html", "/img/b.png"], "turn": 0, "next_turn": 1, "retry_after_ms": null}
+//! ```
+//!
+//! `next_turn` is the turn to ask for once these are fetched (`null`: the chain has ended);
+//! `retry_after_ms` says the budget had no room this epoch, and when to ask again (the same
+//! turn). A malformed request gets 400 and a sentence saying what is wrong; nothing about it
+//! touches the model or the budget.
+//!
+//! `GET /_slipstream/prefetch`: the monitor's samples, the budget, and demand and prefetch
+//! traffic, as JSON.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use http::header::{HeaderValue, CACHE_CONTROL};
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use slipstream_http::Body;
+use slipstream_node::respond::{json, method_not_allowed, text};
+use slipstream_node::Endpoint;
+
+use crate::Nps;
+
+/// The longest document URL a hint request may name.
+pub const MAX_URL_BYTES: usize = 2048;
+
+/// `/_slipstream/hints`.
+#[derive(Debug, Clone)]
+pub struct HintsEndpoint(pub Arc<Nps>);
+
+/// `/_slipstream/prefetch`.
+#[derive(Debug, Clone)]
+pub struct StatusEndpoint(pub Arc<Nps>);
+
+/// A hint request's parameters, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HintQuery {
+    /// The current document's path.
+    pub url: String,
+    /// The previous document's path.
+    pub prev: Option<String>,
+    /// The turn.
+    pub turn: usize,
+}
+
+/// Reads a document parameter: a path (`/...`), or an absolute `http(s)` URL whose path is
+/// taken.
+fn document(name: &str, value: &str) -> Result<String, String> {
+    if value.len() > MAX_URL_BYTES {
+        return Err(format!("`{name}` is longer than {MAX_URL_BYTES} bytes"));
+    }
+    let uri: http::Uri = value
+        .parse()
+        .map_err(|_| format!("`{name}` is not a URL: {value:?}"))?;
+    match (uri.scheme_str(), uri.path_and_query()) {
+        (None | Some("http") | Some("https"), Some(pq)) if pq.as_str().starts_with('/') => {
+            Ok(pq.as_str().to_owned())
+        }
+        _ => Err(format!(
+            "`{name}` must be a path starting with / or an http(s) URL, not {value:?}"
+        )),
+    }
+}
+
+/// Parses `url=...&prev=...&turn=...`; unknown parameters are ignored (cache busters).
+pub fn parse_query(query: Option<&str>) -> Result<HintQuery, String> {
+    let mut url = None;
+    let mut prev = None;
+    let mut turn = 0usize;
+    for (k, v) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match k.as_ref() {
+            "url" => url = Some(document("url", &v)?),
+            "prev" if !v.is_empty() => prev = Some(document("prev", &v)?),
+            "turn" => {
+                turn = v.parse::<u16>().map_err(|_| {
+                    format!("`turn` must be a whole number from 0 to 65535, not {v:?}")
+                })? as usize;
+            }
+            _ => {}
+        }
+    }
+    let url = url.ok_or("a hint request needs `url`, the client's current document")?;
+    Ok(HintQuery { url, prev, turn })
+}
+
+fn no_store(mut r: Response<Body>) -> Response<Body> {
+    r.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+#[async_trait]
+impl Endpoint for HintsEndpoint {
+    async fn call(&self, req: Request<Incoming>, rest: &str) -> Response<Body> {
+        if !rest.is_empty() {
+            return text(StatusCode::NOT_FOUND, "no such control endpoint");
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return method_not_allowed("GET, HEAD");
+        }
+        let q = match parse_query(req.uri().query()) {
+            Ok(q) => q,
+            Err(why) => return no_store(text(StatusCode::BAD_REQUEST, &why)),
+        };
+        let a = self.0.answer(&q.url, q.prev.as_deref(), q.turn);
+        let body = serde_json::json!({
+            "hints": a.hints,
+            "turn": q.turn,
+            "next_turn": a.next_turn,
+            "retry_after_ms": a.retry_after.map(|d| d.as_millis() as u64),
+        });
+        no_store(json(StatusCode::OK, &body))
+    }
+}
+
+#[async_trait]
+impl Endpoint for StatusEndpoint {
+    async fn call(&self, req: Request<Incoming>, rest: &str) -> Response<Body> {
+        if !rest.is_empty() {
+            return text(StatusCode::NOT_FOUND, "no such control endpoint");
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return method_not_allowed("GET, HEAD");
+        }
+        no_store(json(StatusCode::OK, &self.0.status()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_parse_or_say_what_is_wrong() {
+        assert_eq!(
+            parse_query(Some("url=%2Fa.html&prev=/b.html&turn=2&_=123")),
+            Ok(HintQuery {
+                url: "/a.html".into(),
+                prev: Some("/b.html".into()),
+                turn: 2
+            })
+        );
+        assert_eq!(
+            parse_query(Some("url=http://example.org/x?y=1&prev=")).unwrap(),
+            HintQuery {
+                url: "/x?y=1".into(),
+                prev: None,
+                turn: 0
+            }
+        );
+        for (q, says) in [
+            (None, "needs `url`"),
+            (Some("prev=/a"), "needs `url`"),
+            (Some("url=a.html"), "must be a path"),
+            (Some("url=ftp://h/a"), "must be a path"),
+            (Some("url=/a&turn=-1"), "`turn`"),
+            (Some("url=/a&turn=x"), "`turn`"),
+            (Some("url=%20%7F"), "not a URL"),
+        ] {
+            let e = parse_query(q).unwrap_err();
+            assert!(e.contains(says), "{q:?}: {e}");
+        }
+        let long = format!("url=/{}", "a".repeat(MAX_URL_BYTES));
+        assert!(parse_query(Some(&long)).unwrap_err().contains("longer"));
+    }
+}

@@ -1,0 +1,266 @@
+//! NPS (paper 000) on the node layer: what a `slipstream serve` node with a `[prefetch]` table
+//! runs beside its origin.
+//!
+//! - [`Nps`]: the shared state: the predictor (trained from the demand stream), the budget
+//!   distributor and the monitor's budget, the samples and byte counts the status shows.
+//! - [`hints`]: `GET /_slipstream/hints?url=CUR&prev=PREV&turn=T` (the paper's `pflist`, §6.1),
+//!   and `GET /_slipstream/prefetch`, the monitor's state as JSON.
+//! - [`demand`]: the phase that sees every request: demand requests train the predictor (off
+//!   the request path, through a bounded queue) and both kinds are counted in bytes.
+//! - [`monitor`]: the task that finds the threshold at start-up and probes the server once an
+//!   epoch (§3.3).
+//! - [`config`]: the `[prefetch]` table.
+//!
+//! The algorithms (AIMD, p = min(1, B·τ/(N·D)), PPM-n/w) are `slipstream-prefetch`'s, without
+//! I/O; this crate gives them a clock, sockets and a lock.
+
+pub mod config;
+pub mod demand;
+pub mod hints;
+pub mod monitor;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use slipstream_prefetch::budget::{Distributor, Grant};
+use slipstream_prefetch::hints::Hints;
+use slipstream_prefetch::monitor::{Change, Monitor, Next};
+
+pub use config::{Budget, Config, Settings};
+
+/// How many monitor samples the status keeps (a minute at 100 ms epochs).
+pub const SAMPLES_KEPT: usize = 600;
+
+/// The request header that marks the monitor's probes: they are neither demand nor prefetch.
+pub const PROBE_HEADER: &str = "slipstream-probe";
+
+/// One monitor sample.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Sample {
+    /// Milliseconds since the node started.
+    pub at_ms: u64,
+    /// The probe's response time in microseconds, or `None` if it failed.
+    pub rt_us: Option<u64>,
+    /// The budget after the sample, in files per second.
+    pub budget_per_s: f64,
+    /// What the sample did: `none`, `increased`, `halved`, `outlier`, `reprobe`.
+    pub change: &'static str,
+}
+
+/// Bytes and requests of one kind.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// Responses.
+    pub requests: AtomicU64,
+    /// Body bytes (as the responses' `Content-Length` says).
+    pub bytes: AtomicU64,
+}
+
+impl Traffic {
+    fn add(&self, bytes: u64) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "requests": self.requests.load(Ordering::Relaxed),
+            "bytes": self.bytes.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// NPS's state on one node. Shared by the hint endpoint, the demand phase and the monitor.
+#[derive(Debug)]
+pub struct Nps {
+    settings: Settings,
+    started: Instant,
+    model: Mutex<Hints>,
+    control: Mutex<Control>,
+    /// Demand responses.
+    pub demand: Traffic,
+    /// Prefetch responses (`Sec-Purpose: prefetch`, or through the prefetch listener).
+    pub prefetch: Traffic,
+    /// Demand requests not learnt because the training queue was full.
+    pub unlearnt: AtomicU64,
+}
+
+/// The budget's state.
+#[derive(Debug)]
+struct Control {
+    monitor: Monitor,
+    distributor: Distributor,
+    rng: StdRng,
+    samples: VecDeque<Sample>,
+    /// The start-up curve (concurrency, median response time in µs), once measured.
+    curve: Vec<(f64, u64)>,
+    /// The threshold in force (configured, or found at start-up).
+    threshold: Duration,
+}
+
+/// The answer to a hint request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// URLs (paths) to prefetch, best first.
+    pub hints: Vec<String>,
+    /// The turn to ask for next, if the chain goes on.
+    pub next_turn: Option<usize>,
+    /// No list now: ask again after this long.
+    pub retry_after: Option<Duration>,
+}
+
+impl Nps {
+    /// NPS with `settings`, untrained.
+    pub fn new(settings: Settings) -> Nps {
+        let monitor = Monitor::new(settings.monitor.clone());
+        let threshold = settings.monitor.threshold;
+        Nps {
+            model: Mutex::new(Hints::new(settings.model.clone())),
+            control: Mutex::new(Control {
+                monitor,
+                distributor: Distributor::new(settings.epoch, settings.doc_files),
+                rng: StdRng::from_entropy(),
+                samples: VecDeque::with_capacity(SAMPLES_KEPT),
+                curve: Vec::new(),
+                threshold,
+            }),
+            settings,
+            started: Instant::now(),
+            demand: Traffic::default(),
+            prefetch: Traffic::default(),
+            unlearnt: AtomicU64::new(0),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The model, to train it.
+    pub fn model(&self) -> &Mutex<Hints> {
+        &self.model
+    }
+
+    /// Answers a hint request for a client at `current` after `previous`, turn `turn`.
+    pub fn answer(&self, current: &str, previous: Option<&str>, turn: usize) -> Answer {
+        if turn >= self.settings.max_turns {
+            return Answer {
+                hints: Vec::new(),
+                next_turn: None,
+                retry_after: None,
+            };
+        }
+        let len = match self.settings.budget {
+            Budget::Unlimited => self.settings.doc_files,
+            Budget::Monitor => {
+                let now = self.started.elapsed();
+                let mut c = self.control.lock();
+                let budget = c.monitor.budget_per_s();
+                let Control {
+                    distributor, rng, ..
+                } = &mut *c;
+                match distributor.request(now, budget, rng) {
+                    Grant::List(n) => n,
+                    Grant::Wait(after) => {
+                        return Answer {
+                            hints: Vec::new(),
+                            next_turn: Some(turn),
+                            retry_after: Some(after),
+                        }
+                    }
+                }
+            }
+        };
+        let hints = self.model.lock().hints(current, previous, turn, len);
+        let next_turn =
+            (hints.len() == len && turn + 1 < self.settings.max_turns).then_some(turn + 1);
+        Answer {
+            hints,
+            next_turn,
+            retry_after: None,
+        }
+    }
+
+    /// Takes a probe's response time (`None`: failed) and says whether to probe again at once.
+    pub fn sample(&self, rt: Option<Duration>) -> Next {
+        let mut c = self.control.lock();
+        let (next, change) = c.monitor.sample(rt);
+        let change = match (next, change) {
+            (Next::ProbeNow, _) => "reprobe",
+            (_, Change::Increased) => "increased",
+            (_, Change::Halved) => "halved",
+            (_, Change::Outlier) => "outlier",
+            (_, Change::None) => "none",
+        };
+        let sample = Sample {
+            at_ms: self.started.elapsed().as_millis() as u64,
+            rt_us: rt.map(|d| d.as_micros() as u64),
+            budget_per_s: c.monitor.budget_per_s(),
+            change,
+        };
+        if c.samples.len() == SAMPLES_KEPT {
+            c.samples.pop_front();
+        }
+        c.samples.push_back(sample);
+        next
+    }
+
+    /// Sets the threshold found at start-up, with the curve it came from.
+    pub fn calibrated(&self, threshold: Duration, curve: Vec<(f64, u64)>) {
+        let mut c = self.control.lock();
+        c.monitor.set_threshold(threshold);
+        c.threshold = threshold;
+        c.curve = curve;
+    }
+
+    /// The current budget, in files per second.
+    pub fn budget_per_s(&self) -> f64 {
+        self.control.lock().monitor.budget_per_s()
+    }
+
+    /// The monitor's threshold in force.
+    pub fn threshold(&self) -> Duration {
+        self.control.lock().threshold
+    }
+
+    /// Everything the status shows, as JSON.
+    pub fn status(&self) -> serde_json::Value {
+        let model = self.model.lock().stats();
+        let c = self.control.lock();
+        let totals = c.distributor.totals();
+        serde_json::json!({
+            "budget": match self.settings.budget {
+                Budget::Monitor => "monitor",
+                Budget::Unlimited => "unlimited",
+            },
+            "uptime_ms": self.started.elapsed().as_millis() as u64,
+            "epoch_ms": self.settings.epoch.as_millis() as u64,
+            "doc_files": self.settings.doc_files,
+            "threshold_us": c.threshold.as_micros() as u64,
+            "threshold_configured": self.settings.threshold.is_some(),
+            "startup_curve": c.curve.iter().map(|(x, us)| serde_json::json!([x, us])).collect::<Vec<_>>(),
+            "budget_per_s": c.monitor.budget_per_s(),
+            "slow_start": c.monitor.slow_starting(),
+            "p": c.distributor.p(c.monitor.budget_per_s()),
+            "lists": totals.lists,
+            "listed_files": totals.files,
+            "waits": totals.waits,
+            "demand": self.demand.json(),
+            "prefetch": self.prefetch.json(),
+            "model": {
+                "learnt": model.learnt,
+                "urls": model.urls,
+                "contexts": model.contexts,
+                "clients": model.clients,
+                "refused": model.refused,
+                "unqueued": self.unlearnt.load(Ordering::Relaxed),
+            },
+            "samples": c.samples.iter().collect::<Vec<_>>(),
+        })
+    }
+}

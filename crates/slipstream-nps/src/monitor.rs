@@ -1,0 +1,117 @@
+//! The monitor task (000 §3.3): probes the server's representative object once an epoch and
+//! feeds the response times to the AIMD budget; an over-threshold sample is re-probed at once.
+//!
+//! Without a configured threshold it first measures the server's response-time curve: rounds of
+//! concurrent probes at concurrency 1, 2, 4, ... 64, the median of each, and takes the
+//! threshold at the curve's knee (`slipstream_prefetch::monitor::threshold_from_curve`). This
+//! happens as soon as the node listens (about a second), so the curve is the idle server's
+//! when the node starts before its traffic arrives; a node that starts under load should be
+//! given `threshold_ms`. Until the curve is measured, the budget stays at its start.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use slipstream_prefetch::monitor::{threshold_from_curve, Next};
+use tokio::time::MissedTickBehavior;
+
+use crate::{Nps, PROBE_HEADER};
+
+/// Concurrency levels of the start-up curve.
+const LEVELS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// Rounds of probes at each level.
+const ROUNDS: usize = 8;
+
+type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
+
+/// Probes `addr` (the node's own listener) for `nps` until the runtime stops.
+pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
+    let client: HttpClient = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(LEVELS[LEVELS.len() - 1])
+        .build_http();
+    let uri: http::Uri = match format!("http://{addr}{}", nps.settings().probe_path).parse() {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::error!(error = %e, "the monitor's probe URL is invalid; no monitor runs");
+            return;
+        }
+    };
+    if nps.settings().threshold.is_none() {
+        calibrate(&nps, &client, &uri).await;
+    }
+    let mut tick = tokio::time::interval(nps.settings().epoch);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        // At most one re-probe per epoch: a confirmed over-threshold sample ends the epoch.
+        let mut next = nps.sample(probe(&client, &uri, nps.settings().probe_timeout).await);
+        if next == Next::ProbeNow {
+            next = nps.sample(probe(&client, &uri, nps.settings().probe_timeout).await);
+            debug_assert_eq!(next, Next::NextEpoch);
+        }
+    }
+}
+
+/// One probe: the time to the whole response, or `None` on an error, a non-2xx status or the
+/// timeout.
+async fn probe(client: &HttpClient, uri: &http::Uri, timeout: Duration) -> Option<Duration> {
+    let req = http::Request::get(uri.clone())
+        .header(PROBE_HEADER, "1")
+        .body(Empty::new())
+        .ok()?;
+    let start = Instant::now();
+    let exchange = async {
+        let res = client.request(req).await.ok()?;
+        if !res.status().is_success() {
+            return None;
+        }
+        res.into_body().collect().await.ok()?;
+        Some(start.elapsed())
+    };
+    tokio::time::timeout(timeout, exchange).await.ok().flatten()
+}
+
+fn median(mut v: Vec<Duration>) -> Option<Duration> {
+    v.sort();
+    v.get(v.len() / 2).copied()
+}
+
+/// Measures the start-up curve and sets the threshold at its knee.
+async fn calibrate(nps: &Nps, client: &HttpClient, uri: &http::Uri) {
+    let timeout = nps.settings().probe_timeout;
+    let mut curve = Vec::new();
+    for level in LEVELS {
+        let mut times = Vec::with_capacity(level * ROUNDS);
+        for _ in 0..ROUNDS {
+            let round = (0..level).map(|_| probe(client, uri, timeout));
+            for rt in futures_util::future::join_all(round).await {
+                // A failed probe at start-up counts as the timeout.
+                times.push(rt.unwrap_or(timeout));
+            }
+        }
+        if let Some(m) = median(times) {
+            curve.push((level as f64, m));
+        }
+    }
+    let floor = nps.settings().min_threshold;
+    let threshold = threshold_from_curve(&curve, floor).unwrap_or_else(|| {
+        // No knee: the curve never rose. Twice its highest point, at least the floor.
+        let top = curve.iter().map(|(_, d)| *d).max().unwrap_or(floor);
+        (top * 2).max(floor)
+    });
+    tracing::info!(
+        ?threshold,
+        "prefetch monitor: threshold from the start-up curve"
+    );
+    nps.calibrated(
+        threshold,
+        curve
+            .iter()
+            .map(|(x, d)| (*x, d.as_micros() as u64))
+            .collect(),
+    );
+}

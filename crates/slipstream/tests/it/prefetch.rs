@@ -1,0 +1,230 @@
+//! NPS on a `serve` node (paper 000): the hint server learns from the demand stream, the
+//! monitor sets the budget from its probes, bad hint requests are refused and change nothing.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::support::{get, request, serve};
+
+fn status(addr: SocketAddr) -> serde_json::Value {
+    let r = get(addr, "/_slipstream/prefetch");
+    assert_eq!(r.status, 200);
+    serde_json::from_slice(&r.body).expect("status JSON")
+}
+
+/// Polls the status until `done` holds (at most 30 s): training and probing run on their own
+/// tasks, so the test waits for what they report, not for a fixed time.
+fn wait_until(
+    addr: SocketAddr,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = status(addr);
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: never happened; last status {s}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn hints(addr: SocketAddr, query: &str) -> serde_json::Value {
+    let r = get(addr, &format!("/_slipstream/hints?{query}"));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    serde_json::from_slice(&r.body).expect("hints JSON")
+}
+
+fn pages() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for p in ["a", "b", "c", "d", "e"] {
+        std::fs::write(
+            dir.path().join(format!("{p}.html")),
+            format!("<h1>{p}</h1>\n"),
+        )
+        .expect("write");
+    }
+    dir
+}
+
+#[test]
+fn hints_come_from_the_demand_stream_and_bad_requests_change_nothing() {
+    let site = pages();
+    let node = serve(
+        site.path(),
+        &[
+            "--prefetch",
+            "--set",
+            "prefetch.budget=unlimited",
+            "--set",
+            "prefetch.doc_files=2",
+        ],
+    );
+    let addr = node.addr;
+    // Six clients (told apart by user agent) walk a → b → c → d.
+    for c in 0..6 {
+        let ua = format!("client-{c}");
+        for p in ["a", "b", "c", "d"] {
+            let r = request(addr, "GET", &format!("/{p}.html"), &[("User-Agent", &ua)]);
+            assert_eq!(r.status, 200);
+        }
+    }
+    wait_until(addr, "24 demand requests learnt", |s| {
+        s["model"]["learnt"] == 24
+    });
+    let first = hints(addr, "url=/b.html&prev=/a.html");
+    assert_eq!(first["hints"], serde_json::json!(["/c.html", "/d.html"]));
+    assert_eq!(first["next_turn"], 1);
+    assert_eq!(first["retry_after_ms"], serde_json::Value::Null);
+    // The next turn goes on down the ranking (popularity fills in: a, b are the client's own).
+    let second = hints(addr, "url=/b.html&prev=/a.html&turn=1");
+    assert!(
+        second["hints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h != "/c.html" && h != "/d.html" && h != "/a.html" && h != "/b.html"),
+        "{second}"
+    );
+
+    // A prefetch is counted as one and not learnt.
+    let r = request(addr, "GET", "/e.html", &[("Sec-Purpose", "prefetch")]);
+    assert_eq!(r.status, 200);
+    let s = wait_until(addr, "the prefetch counted", |s| {
+        s["prefetch"]["requests"] == 1
+    });
+    assert_eq!(s["demand"]["requests"], 24);
+
+    // Malformed hint requests: 400 with a reason, and nothing learnt or granted.
+    let before = status(addr);
+    for bad in [
+        "/_slipstream/hints",
+        "/_slipstream/hints?prev=/a.html",
+        "/_slipstream/hints?url=a.html",
+        "/_slipstream/hints?url=/a.html&turn=-3",
+        "/_slipstream/hints?url=/a.html&turn=99999999999",
+        "/_slipstream/hints?url=javascript:alert(1)",
+    ] {
+        let r = get(addr, bad);
+        assert_eq!(r.status, 400, "{bad}");
+        assert!(!r.body.is_empty(), "{bad}: a reason");
+    }
+    let r = request(addr, "POST", "/_slipstream/hints?url=/a.html", &[]);
+    assert_eq!(r.status, 405);
+    let after = status(addr);
+    assert_eq!(after["model"], before["model"]);
+    assert_eq!(after["lists"], before["lists"]);
+    // The server still serves, and still hints.
+    assert_eq!(get(addr, "/a.html").status, 200);
+    assert_eq!(
+        hints(addr, "url=/b.html&prev=/a.html")["hints"],
+        first["hints"]
+    );
+}
+
+#[test]
+fn the_monitor_grows_the_budget_on_an_idle_server() {
+    let site = pages();
+    let node = serve(
+        site.path(),
+        &[
+            "--prefetch",
+            "--set",
+            "prefetch.probe_path=/a.html",
+            "--set",
+            "prefetch.threshold_ms=2s",
+        ],
+    );
+    let s = wait_until(node.addr, "the budget grown", |s| {
+        s["budget_per_s"].as_f64().unwrap() >= 100.0
+    });
+    let samples = s["samples"].as_array().unwrap();
+    assert!(samples.iter().any(|x| x["change"] == "increased"), "{s}");
+    assert!(
+        samples.iter().all(|x| x["rt_us"].is_u64()),
+        "an idle server's probes all answer: {s}"
+    );
+    assert_eq!(s["threshold_us"], 2_000_000);
+    // With a budget of at least 10 lists a second, hint requests get lists (each with
+    // probability min(1, B·τ/(N·D)) while the epoch's estimate N lasts).
+    let granted = (0..200).any(|_| hints(node.addr, "url=/a.html")["retry_after_ms"].is_null());
+    assert!(
+        granted,
+        "no hint request was granted a list with budget {}",
+        s["budget_per_s"]
+    );
+}
+
+#[test]
+fn a_failing_probe_leaves_no_budget_and_every_client_is_told_to_wait() {
+    // The probe target does not exist: every probe fails, which the monitor must read as an
+    // overloaded server.
+    let site = pages();
+    let node = serve(
+        site.path(),
+        &[
+            "--prefetch",
+            "--set",
+            "prefetch.probe_path=/missing.html",
+            "--set",
+            "prefetch.threshold_ms=2s",
+        ],
+    );
+    let s = wait_until(node.addr, "the budget halved to nothing", |s| {
+        s["budget_per_s"].as_f64().unwrap() < 0.01
+    });
+    assert!(s["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["change"] == "halved"));
+    for _ in 0..50 {
+        let h = hints(node.addr, "url=/a.html");
+        assert_eq!(h["hints"], serde_json::json!([]));
+        let wait = h["retry_after_ms"].as_u64().expect("a retry-after");
+        assert!((1..=100).contains(&wait), "{h}");
+        assert_eq!(h["next_turn"], 0);
+    }
+}
+
+#[test]
+fn the_threshold_is_found_at_the_knee_when_not_configured() {
+    let site = pages();
+    let node = serve(
+        site.path(),
+        &["--prefetch", "--set", "prefetch.probe_path=/a.html"],
+    );
+    let s = wait_until(node.addr, "the start-up curve measured", |s| {
+        s["startup_curve"].as_array().is_some_and(|c| c.len() == 7)
+    });
+    assert_eq!(s["threshold_configured"], false);
+    let threshold = s["threshold_us"].as_u64().unwrap();
+    assert!(
+        threshold >= 1000,
+        "never below min_threshold_ms: {threshold}"
+    );
+}
+
+#[test]
+fn a_bad_prefetch_table_is_refused_with_its_field() {
+    let site = pages();
+    let out = crate::support::bin()
+        .args([
+            "serve",
+            site.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--set",
+            "prefetch.budget=lots",
+        ])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("[prefetch] budget"), "{err}");
+}

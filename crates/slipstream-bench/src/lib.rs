@@ -8,9 +8,12 @@
 //! requests are bounded by the per-request timeout. Results come back as a
 //! [`Report`] with an HDR latency histogram in microseconds.
 //!
+//! [`agent`] runs clients that prefetch as the browser agent does (paper 000).
+//!
 //! Connections are plain `hyper` 1.x client connections over TCP with
 //! `TCP_NODELAY`: HTTP/1.1, or h2c with prior knowledge when [`Plan::http2`] is set.
 
+pub mod agent;
 mod conn;
 mod recorder;
 mod report;

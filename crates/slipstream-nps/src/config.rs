@@ -54,6 +54,8 @@ pub struct Config {
     pub increase_per_s: f64,
     /// Double the budget until the first overload (the paper's rule when false).
     pub slow_start: bool,
+    /// Go back to doubling after this many additive increases without an overload (0: never).
+    pub restart_after: u32,
     /// The budget never grows above this many files per second.
     pub max_budget_per_s: f64,
     /// PPM order n (000 §6.3: 2).
@@ -87,6 +89,7 @@ impl Default for Config {
             samples_to_increase: 5,
             increase_per_s: 1.0,
             slow_start: true,
+            restart_after: 10,
             max_budget_per_s: 100_000.0,
             order: h.order,
             window: h.window,
@@ -233,6 +236,7 @@ impl Config {
                 min_per_s: 0.0,
                 max_per_s: self.max_budget_per_s,
                 slow_start: self.slow_start,
+                restart_after: self.restart_after,
             },
             model: HintsConfig {
                 order: self.order,

@@ -8,11 +8,21 @@
 //! requests." N is the number of hint requests of the previous epoch; requests beyond it in the
 //! current epoch get an empty list and a directive to retry in the next epoch.
 //!
+//! One change to the paper's rule: a refused client is not told to come back at the very next
+//! epoch but after about as many epochs as it would take to be granted (1/p, jittered, at most
+//! [`MAX_WAIT_EPOCHS`]). Told "next epoch", every waiting client asks again every epoch, so a
+//! loaded server (small p) gets N/p hint requests an epoch — the most hint traffic exactly when
+//! it can least afford it. The paper's hint server ran on a machine of its own (§7), which hid
+//! this; ours answers on the node it protects.
+//!
 //! Time comes in as `now` (time since any fixed start), randomness as an `Rng`.
 
 use std::time::Duration;
 
 use rand::Rng;
+
+/// A refused client waits at most this many epochs.
+pub const MAX_WAIT_EPOCHS: u32 = 50;
 
 /// The answer to one hint request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +120,18 @@ impl Distributor {
         next.saturating_sub(now).max(Duration::from_millis(1))
     }
 
+    /// How long a refused client waits: to the next epoch, then about 1/p − 1 epochs more
+    /// (jittered by ±50 %), at most [`MAX_WAIT_EPOCHS`] in all.
+    fn wait(&self, now: Duration, p: f64, rng: &mut impl Rng) -> Duration {
+        let more = if p > 0.0 {
+            (1.0 / p - 1.0).min(f64::from(MAX_WAIT_EPOCHS))
+        } else {
+            f64::from(MAX_WAIT_EPOCHS)
+        };
+        let more = (more * rng.gen_range(0.5..1.5)).min(f64::from(MAX_WAIT_EPOCHS - 1));
+        self.until_next_epoch(now) + self.epoch.mul_f64(more.max(0.0).floor())
+    }
+
     /// Answers one hint request arriving at `now`, for a budget of `budget_per_s` files a
     /// second.
     pub fn request(&mut self, now: Duration, budget_per_s: f64, rng: &mut impl Rng) -> Grant {
@@ -122,7 +144,8 @@ impl Distributor {
         let over_estimate = self.arrived > self.estimate.max(1);
         let spent =
             self.granted > 0 && (self.granted + self.doc_files as u64) as f64 > per_epoch.ceil();
-        let accept = !over_estimate && !spent && rng.gen_bool(self.p(budget_per_s));
+        let p = self.p(budget_per_s);
+        let accept = !over_estimate && !spent && rng.gen_bool(p);
         if accept {
             self.granted += self.doc_files as u64;
             self.totals.lists += 1;
@@ -130,7 +153,7 @@ impl Distributor {
             Grant::List(self.doc_files)
         } else {
             self.totals.waits += 1;
-            Grant::Wait(self.until_next_epoch(now))
+            Grant::Wait(self.wait(now, p, rng))
         }
     }
 }
@@ -164,6 +187,7 @@ mod tests {
         let mut d = Distributor::new(100 * MS, 10);
         let mut rng = StdRng::seed_from_u64(1);
         // Epoch 0 has N = 1 (no history): the first request may get a list, the rest wait.
+        // With p = 1 the wait is to the next epoch.
         assert_eq!(d.request(10 * MS, 1e6, &mut rng), Grant::List(10));
         assert_eq!(d.request(30 * MS, 1e6, &mut rng), Grant::Wait(70 * MS));
         // Epoch 1: N = 2 from epoch 0, so two lists, then waits.
@@ -181,15 +205,35 @@ mod tests {
     }
 
     #[test]
-    fn no_budget_no_lists() {
+    fn no_budget_no_lists_and_long_waits() {
         let mut d = Distributor::new(100 * MS, 10);
         let mut rng = StdRng::seed_from_u64(1);
         for i in 0..1000 {
-            assert!(matches!(
-                d.request(i as u32 * MS, 0.0, &mut rng),
-                Grant::Wait(_)
-            ));
+            let Grant::Wait(w) = d.request(i as u32 * MS, 0.0, &mut rng) else {
+                panic!("a list without a budget");
+            };
+            assert!(
+                w > 100 * MS * (MAX_WAIT_EPOCHS / 2 - 1) && w <= 100 * MS * MAX_WAIT_EPOCHS,
+                "{w:?}"
+            );
         }
+    }
+
+    #[test]
+    fn a_refused_client_waits_about_one_over_p_epochs() {
+        // N = 10 a epoch, B·τ = 10 files = one list: p = 0.1, so about nine epochs more.
+        let mut d = Distributor::new(100 * MS, 10);
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut waits = Vec::new();
+        for e in 0..200u32 {
+            for i in 0..10u32 {
+                if let Grant::Wait(w) = d.request(100 * MS * e + i * MS, 100.0, &mut rng) {
+                    waits.push(w.as_secs_f64());
+                }
+            }
+        }
+        let mean = waits.iter().sum::<f64>() / waits.len() as f64;
+        assert!((0.6..1.3).contains(&mean), "mean wait {mean} s");
     }
 
     #[test]

@@ -14,7 +14,12 @@
 //!   minutes to reach the spare capacity of a server that answers thousands of requests a
 //!   second. Until the first confirmed overload the budget doubles instead of growing by one
 //!   (TCP's slow start applied to the budget); after it, increase is additive as in the paper.
-//!   `slow_start = false` is the paper's rule exactly.
+//!   After a halving, ten increases in a row without an overload (five seconds at the paper's
+//!   epoch) start doubling again, up to the budget at which the last overload was confirmed,
+//!   and additively past it (TCP's slow-start threshold): the load that caused the halving may
+//!   have gone, and spare capacity should not take minutes to be used again, but the level
+//!   that overloaded the server is approached carefully (`restart_after`). `slow_start = false`
+//!   is the paper's rule exactly.
 //! - **The threshold from the knee** ([`knee`]): the paper supplies thresholds by hand and names
 //!   picking them automatically as future work, noting that response time is "nearly constant
 //!   ... for low load followed by a sharp rise beyond the knee". [`knee`] finds that point on a
@@ -37,6 +42,9 @@ pub struct MonitorConfig {
     pub max_per_s: f64,
     /// Double the budget instead of adding to it until the first confirmed overload.
     pub slow_start: bool,
+    /// With `slow_start`, go back to doubling after this many additive increases in a row
+    /// (0: never).
+    pub restart_after: u32,
 }
 
 impl Default for MonitorConfig {
@@ -48,6 +56,7 @@ impl Default for MonitorConfig {
             min_per_s: 0.0,
             max_per_s: 100_000.0,
             slow_start: true,
+            restart_after: 10,
         }
     }
 }
@@ -83,8 +92,12 @@ pub struct Monitor {
     good: u32,
     /// The last sample was over the threshold and a re-probe is out.
     confirming: bool,
-    /// Still in slow start (no overload confirmed yet).
+    /// Doubling: no overload confirmed yet, or none for `restart_after` increases.
     starting: bool,
+    /// Additive increases since the last halving.
+    increases: u32,
+    /// The budget when the last overload was confirmed: restarted doubling stops there.
+    ceiling: f64,
 }
 
 impl Monitor {
@@ -97,6 +110,8 @@ impl Monitor {
             budget,
             good: 0,
             confirming: false,
+            increases: 0,
+            ceiling: f64::INFINITY,
         }
     }
 
@@ -136,6 +151,8 @@ impl Monitor {
             self.confirming = false;
             self.good = 0;
             self.starting = false;
+            self.increases = 0;
+            self.ceiling = self.budget;
             self.budget = (self.budget / 2.0).max(self.config.min_per_s);
             return (Next::NextEpoch, Change::Halved);
         }
@@ -151,8 +168,23 @@ impl Monitor {
         }
         self.good = 0;
         let grown = if self.starting {
-            (self.budget * 2.0).max(self.budget + self.config.increase_per_s)
+            let doubled = (self.budget * 2.0).max(self.budget + self.config.increase_per_s);
+            if doubled >= self.ceiling {
+                // Back where the server was overloaded last: additive from here on.
+                self.starting = false;
+                self.increases = 0;
+                self.ceiling.max(self.budget + self.config.increase_per_s)
+            } else {
+                doubled
+            }
         } else {
+            self.increases += 1;
+            if self.config.slow_start
+                && self.config.restart_after > 0
+                && self.increases >= self.config.restart_after
+            {
+                self.starting = true;
+            }
             self.budget + self.config.increase_per_s
         };
         let grown = grown.min(self.config.max_per_s);
@@ -259,6 +291,7 @@ mod tests {
     fn slow_start_doubles_until_the_first_overload() {
         let mut m = Monitor::new(MonitorConfig {
             threshold: 10 * MS,
+            restart_after: 3,
             ..MonitorConfig::default()
         });
         for _ in 0..25 {
@@ -273,6 +306,22 @@ mod tests {
             m.sample(Some(MS));
         }
         assert_eq!(m.budget_per_s(), 17.0);
+        // Three additive increases in a row without an overload: doubling again, but only up
+        // to the 32 that overloaded the server, then additive.
+        for _ in 0..10 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 19.0);
+        assert!(m.slow_starting());
+        for _ in 0..5 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 32.0);
+        assert!(!m.slow_starting());
+        for _ in 0..5 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 33.0);
     }
 
     #[test]

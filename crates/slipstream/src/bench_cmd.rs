@@ -5,7 +5,80 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use slipstream_bench::agent::{AgentPlan, Prefetching};
 use slipstream_bench::{Limits, Mode, Plan, Targets};
+
+fn parse_prefetching(s: &str) -> Result<Prefetching, String> {
+    match s {
+        "off" => Ok(Prefetching::Off),
+        "hinted" => Ok(Prefetching::Hinted),
+        k => k
+            .parse::<usize>()
+            .ok()
+            .filter(|k| *k >= 1)
+            .map(Prefetching::Fixed)
+            .ok_or_else(|| format!("`{s}`: expected off, hinted or a number of lists (1 or more)")),
+    }
+}
+
+/// `--agents`: clients that prefetch, at `rate` documents a second.
+fn run_agents(
+    args: &Args,
+    base: http::Uri,
+    targets: Targets,
+    mode: Prefetching,
+    rate: f64,
+) -> anyhow::Result<()> {
+    let Targets::Weighted(documents) = targets else {
+        anyhow::bail!("--agents draws documents from --urls (or the URL's path), not a --trace");
+    };
+    let prefetch_base = match &args.prefetch_base {
+        Some(u) => u.parse().with_context(|| format!("`{u}` is not a URL"))?,
+        None => base.clone(),
+    };
+    let plan = AgentPlan {
+        base,
+        prefetch_base,
+        documents,
+        doc_files: args.doc_files,
+        rate_per_s: rate,
+        duration: args.duration,
+        max_in_flight: args.max_in_flight,
+        prefetching: mode,
+        visit: args.visit,
+        timeout: args.timeout,
+        seed: args.seed,
+    };
+    let quiet = args.quiet;
+    let report = crate::serve::runtime(0)?.block_on(slipstream_bench::agent::run_agents(
+        plan,
+        move |elapsed, done| {
+            if !quiet {
+                eprint!("\r{:>6.1}s  {:>10} documents ", elapsed.as_secs_f64(), done);
+                let _ = std::io::stderr().flush();
+            }
+        },
+    ))?;
+    if !quiet {
+        eprintln!();
+    }
+    println!("demand:\n{}", report.demand);
+    println!(
+        "prefetch: {} responses, {:.1} kB/s ({:.1} kB/s demand), {} errors; {} hint requests, {} told to wait, {} hints already cached",
+        report.prefetches,
+        report.prefetch_bytes_per_s() / 1e3,
+        report.demand_bytes_per_s() / 1e3,
+        report.prefetch_errors,
+        report.hint_requests,
+        report.hint_waits,
+        report.cache_skips
+    );
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report.to_json())?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -48,6 +121,22 @@ pub struct Args {
     /// Seed for the weighted choice of paths.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Run clients that prefetch as the browser agent does (paper 000), one per document
+    /// arriving at --rate: `off` (fetch the document only), `hinted` (prefetch what
+    /// /_slipstream/hints grants, following its turns and waits) or a number K (K hint lists
+    /// after every document, whatever the load: No-Avoidance with pfrate K).
+    #[arg(long, value_name = "off|hinted|K", value_parser = parse_prefetching, requires = "rate")]
+    pub agents: Option<Prefetching>,
+    /// Files in an agent's document: the page drawn from --urls and the ones after it in the
+    /// list (its embedded objects); the demand response time is the whole document's.
+    #[arg(long, default_value_t = 1, requires = "agents")]
+    pub doc_files: usize,
+    /// Where the agents' prefetches go [default: the server under test].
+    #[arg(long, requires = "agents")]
+    pub prefetch_base: Option<String>,
+    /// How long an agent client stays prefetching after its document arrived.
+    #[arg(long, value_parser = slipstream_units::duration, default_value = "2s")]
+    pub visit: Duration,
     /// Print no progress line.
     #[arg(long, short)]
     pub quiet: bool,
@@ -81,6 +170,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map_or("/".to_owned(), |p| p.to_string());
         Targets::Weighted(vec![(path, 1.0)])
     };
+    if let (Some(mode), Some(rate)) = (args.agents, args.rate) {
+        return run_agents(&args, base, targets, mode, rate);
+    }
     let mode = match args.rate {
         Some(rate_per_s) => Mode::Open {
             rate_per_s,

@@ -29,6 +29,9 @@ pub enum Sub {
     Paper002(Paper002),
     /// Draw a bar chart from NAME=VALUE pairs (used by the experiment scripts).
     Bars(Bars),
+    /// Draw a line chart from a CSV file: one line per value of a series column (used by the
+    /// experiment scripts).
+    Lines(Lines),
     /// Paper 001's live experiment (Figs. 11–14): Web++ Refresh against single, p2c +
     /// Peak-EWMA, hedged and optimal over emulated WAN links on loopback.
     Webpp(webpp_exp::Webpp),
@@ -61,8 +64,102 @@ pub struct Bars {
     pub bars: Vec<String>,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct Lines {
+    /// CSV with a header line; numbers in the x and y columns.
+    #[arg(long)]
+    pub csv: PathBuf,
+    /// Output SVG.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The x column.
+    #[arg(long)]
+    pub x: String,
+    /// The y column.
+    #[arg(long)]
+    pub y: String,
+    /// The column whose values name the lines.
+    #[arg(long)]
+    pub series: String,
+    /// Divide y by this (units).
+    #[arg(long, default_value_t = 1.0)]
+    pub y_scale: f64,
+    #[arg(long)]
+    pub title: String,
+    #[arg(long)]
+    pub x_label: String,
+    #[arg(long)]
+    pub y_label: String,
+}
+
+/// `experiment lines`: the mean y of each (series, x) in the CSV, one line per series in the
+/// order they first appear.
+fn lines(l: Lines) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&l.csv)
+        .with_context(|| format!("cannot read {}", l.csv.display()))?;
+    let mut rows = text.lines();
+    let header: Vec<&str> = rows.next().context("an empty CSV")?.split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| h.trim() == name)
+            .with_context(|| format!("{}: no column `{name}`", l.csv.display()))
+    };
+    let (xi, yi, si) = (col(&l.x)?, col(&l.y)?, col(&l.series)?);
+    let mut series: Vec<(String, std::collections::BTreeMap<u64, (f64, f64, u32)>)> = Vec::new();
+    for (n, row) in rows.enumerate() {
+        let f: Vec<&str> = row.split(',').collect();
+        let cell = |i: usize| {
+            f.get(i)
+                .map(|c| c.trim())
+                .with_context(|| format!("{} line {}: too few fields", l.csv.display(), n + 2))
+        };
+        let num = |i: usize| -> anyhow::Result<f64> {
+            let c = cell(i)?;
+            c.parse::<f64>().with_context(|| {
+                format!("{} line {}: `{c}` is not a number", l.csv.display(), n + 2)
+            })
+        };
+        let (x, y, name) = (num(xi)?, num(yi)? / l.y_scale, cell(si)?.to_owned());
+        let idx = match series.iter().position(|(s, _)| *s == name) {
+            Some(i) => i,
+            None => {
+                series.push((name, Default::default()));
+                series.len() - 1
+            }
+        };
+        let e = series[idx].1.entry(x.to_bits()).or_insert((x, 0.0, 0));
+        e.1 += y;
+        e.2 += 1;
+    }
+    let mut out: Vec<Series> = series
+        .into_iter()
+        .map(|(name, points)| {
+            let mut points: Vec<(f64, f64)> = points
+                .values()
+                .map(|(x, sum, n)| (*x, sum / f64::from(*n)))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series { name, points }
+        })
+        .collect();
+    out.retain(|s| !s.points.is_empty());
+    chart::line_chart(
+        &l.out,
+        &Axes {
+            title: l.title,
+            x_label: l.x_label,
+            y_label: l.y_label,
+            log_x: false,
+        },
+        &out,
+    )?;
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
+        Sub::Lines(l) => lines(l),
         Sub::Paper002(p) => paper002(p),
         Sub::Webpp(w) => webpp_exp::run(w),
         Sub::Bars(b) => {

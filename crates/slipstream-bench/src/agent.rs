@@ -1,0 +1,404 @@
+//! Clients that run the prefetching agent's logic (paper 000 §3.3.1, §7.1: httperf modified to
+//! "simulate the execution of JavaScript" and keep a client cache).
+//!
+//! Demand documents arrive in an open loop at a constant rate. Each arrival is a client: it
+//! fetches its document (the demand request, timed from its scheduled arrival), then, as the
+//! agent does after a page has loaded, prefetches:
+//! - [`Prefetching::Off`]: nothing (the paper's No-Prefetching);
+//! - [`Prefetching::Fixed`]: `pfrate` hint lists, whatever the server's load (No-Avoidance;
+//!   the hint server should run with `budget = "unlimited"`);
+//! - [`Prefetching::Hinted`]: what the hint server grants, following `next_turn` and waiting
+//!   out `retry_after_ms` (Monitor), for as long as the client stays (`visit`).
+//!
+//! Prefetches carry `Sec-Purpose: prefetch`, go to the prefetch base (the prefetch listener,
+//! or the demand server itself), at most six at once as a browser does per host, and skip what
+//! the client's cache already holds.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::Uri;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rand::distributions::{Distribution, WeightedIndex};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::recorder::{ErrorKind, Recorder};
+use crate::Report;
+
+/// How clients prefetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefetching {
+    /// No prefetching.
+    Off,
+    /// This many hint lists after every document, whatever the server says.
+    Fixed(usize),
+    /// What the hint server grants.
+    Hinted,
+}
+
+/// An agent run.
+#[derive(Debug, Clone)]
+pub struct AgentPlan {
+    /// The demand server, `http://host:port`.
+    pub base: Uri,
+    /// Where prefetches go, `http://host:port` (the demand server by default).
+    pub prefetch_base: Uri,
+    /// Documents' pages and their weights.
+    pub documents: Vec<(String, f64)>,
+    /// Files in a document: its page and the `doc_files - 1` paths that follow it in
+    /// `documents` (wrapping), fetched six at a time as a browser fetches a page's objects.
+    /// A demand response time is the whole document's.
+    pub doc_files: usize,
+    /// Demand documents per second.
+    pub rate_per_s: f64,
+    /// No arrival after this long.
+    pub duration: Duration,
+    /// Clients in progress at most; an arrival beyond is counted as `overload`.
+    pub max_in_flight: usize,
+    /// How clients prefetch.
+    pub prefetching: Prefetching,
+    /// How long a client stays after its document arrived (its prefetching stops then).
+    pub visit: Duration,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Seed of the document choice.
+    pub seed: u64,
+}
+
+/// What an agent run measured.
+#[derive(Debug, Clone)]
+pub struct AgentReport {
+    /// How long documents arrived (the plan's duration): the rates' denominator, since the
+    /// run's elapsed time also holds the last clients' prefetching.
+    pub window: Duration,
+    /// The demand requests: latency from the scheduled arrival, bytes, errors.
+    pub demand: Report,
+    /// Prefetch responses read in full.
+    pub prefetches: u64,
+    /// Their body bytes.
+    pub prefetch_bytes: u64,
+    /// Prefetches that failed.
+    pub prefetch_errors: u64,
+    /// Hint requests made.
+    pub hint_requests: u64,
+    /// Hint requests answered with "wait".
+    pub hint_waits: u64,
+    /// Hinted URLs the client's cache already held.
+    pub cache_skips: u64,
+}
+
+impl AgentReport {
+    /// Demand body bytes per second of the arrival window.
+    pub fn demand_bytes_per_s(&self) -> f64 {
+        self.demand.bytes as f64 / self.window.as_secs_f64().max(1e-9)
+    }
+
+    /// Prefetch body bytes per second of the arrival window (prefetches of the last clients,
+    /// which go on for at most `visit` after it, included).
+    pub fn prefetch_bytes_per_s(&self) -> f64 {
+        self.prefetch_bytes as f64 / self.window.as_secs_f64().max(1e-9)
+    }
+
+    /// Demand documents completed per second of the arrival window.
+    pub fn documents_per_s(&self) -> f64 {
+        self.demand.completed as f64 / self.window.as_secs_f64().max(1e-9)
+    }
+
+    /// Machine-readable form: the demand report's, with the prefetch figures beside it.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "demand": self.demand.to_json(),
+            "window_s": self.window.as_secs_f64(),
+            "documents_per_s": self.documents_per_s(),
+            "demand_bytes_per_s": self.demand_bytes_per_s(),
+            "prefetches": self.prefetches,
+            "prefetch_bytes": self.prefetch_bytes,
+            "prefetch_bytes_per_s": self.prefetch_bytes_per_s(),
+            "prefetch_errors": self.prefetch_errors,
+            "hint_requests": self.hint_requests,
+            "hint_waits": self.hint_waits,
+            "cache_skips": self.cache_skips,
+        })
+    }
+}
+
+type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+#[derive(Debug, Default)]
+struct Counts {
+    prefetches: AtomicU64,
+    prefetch_bytes: AtomicU64,
+    prefetch_errors: AtomicU64,
+    hint_requests: AtomicU64,
+    hint_waits: AtomicU64,
+    cache_skips: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    plan: AgentPlan,
+    client: HttpClient,
+    demand: Recorder,
+    counts: Counts,
+}
+
+fn base_of(uri: &Uri) -> anyhow::Result<String> {
+    match uri.scheme_str() {
+        Some("http") | None => {}
+        Some(other) => bail!("unsupported scheme `{other}` in {uri} (only http)"),
+    }
+    let authority = uri
+        .authority()
+        .with_context(|| format!("{uri} has no host"))?;
+    Ok(format!("http://{authority}"))
+}
+
+/// Runs `plan`, calling `on_progress` with (elapsed, demand documents done) about twice a
+/// second.
+pub async fn run_agents(
+    plan: AgentPlan,
+    mut on_progress: impl FnMut(Duration, u64) + Send + 'static,
+) -> anyhow::Result<AgentReport> {
+    if !(plan.rate_per_s.is_finite() && plan.rate_per_s > 0.0) {
+        bail!("the rate must be a positive number of documents a second");
+    }
+    if plan.documents.is_empty() {
+        bail!("no documents to request");
+    }
+    let weights =
+        WeightedIndex::new(plan.documents.iter().map(|(_, w)| *w)).context("document weights")?;
+    base_of(&plan.base)?;
+    base_of(&plan.prefetch_base)?;
+    let client: HttpClient = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(plan.max_in_flight.max(1))
+        .build(HttpConnector::new());
+    let shared = Arc::new(Shared {
+        plan,
+        client,
+        demand: Recorder::new(),
+        counts: Counts::default(),
+    });
+    let start = Instant::now();
+    let interval = Duration::from_secs_f64(1.0 / shared.plan.rate_per_s);
+    let mut rng = StdRng::seed_from_u64(shared.plan.seed);
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(
+        shared.plan.max_in_flight.max(1),
+    ));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut n: u32 = 0;
+    let mut last_progress = start;
+    loop {
+        let at = start + interval * n;
+        if at >= start + shared.plan.duration {
+            break;
+        }
+        tokio::time::sleep_until(at).await;
+        n += 1;
+        if last_progress.elapsed() >= Duration::from_millis(500) {
+            last_progress = Instant::now();
+            on_progress(
+                start.elapsed(),
+                shared.demand.progress(start.elapsed()).completed,
+            );
+        }
+        let first = weights.sample(&mut rng);
+        let docs = &shared.plan.documents;
+        let doc: Vec<String> = (0..shared.plan.doc_files.max(1))
+            .map(|i| docs[(first + i) % docs.len()].0.clone())
+            .collect();
+        let Ok(permit) = in_flight.clone().try_acquire_owned() else {
+            shared.demand.error(ErrorKind::Overload, 0);
+            continue;
+        };
+        let shared = shared.clone();
+        tasks.spawn(async move {
+            visit(&shared, &doc, at, n).await;
+            drop(permit);
+        });
+        // Reap finished clients so the set stays as small as the clients in progress.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    let elapsed = start.elapsed();
+    on_progress(elapsed, shared.demand.progress(elapsed).completed);
+    let c = &shared.counts;
+    Ok(AgentReport {
+        window: shared.plan.duration,
+        demand: shared.demand.report(elapsed),
+        prefetches: c.prefetches.load(Ordering::Relaxed),
+        prefetch_bytes: c.prefetch_bytes.load(Ordering::Relaxed),
+        prefetch_errors: c.prefetch_errors.load(Ordering::Relaxed),
+        hint_requests: c.hint_requests.load(Ordering::Relaxed),
+        hint_waits: c.hint_waits.load(Ordering::Relaxed),
+        cache_skips: c.cache_skips.load(Ordering::Relaxed),
+    })
+}
+
+/// GETs `url`, reading the whole body; (status, body) or the error kind.
+async fn fetch(
+    shared: &Shared,
+    url: &str,
+    client: &str,
+    prefetch: bool,
+) -> Result<(http::StatusCode, Bytes), ErrorKind> {
+    let mut req = http::Request::get(url).header(http::header::USER_AGENT, client);
+    if prefetch {
+        req = req.header("sec-purpose", "prefetch");
+    }
+    let req = req.body(Empty::new()).map_err(|_| ErrorKind::Io)?;
+    let exchange = async {
+        let res = shared.client.request(req).await.map_err(|e| {
+            if e.is_connect() {
+                ErrorKind::Connect
+            } else {
+                ErrorKind::Io
+            }
+        })?;
+        let status = res.status();
+        let body = res
+            .into_body()
+            .collect()
+            .await
+            .map_err(|_| ErrorKind::Io)?
+            .to_bytes();
+        Ok((status, body))
+    };
+    tokio::time::timeout(shared.plan.timeout, exchange)
+        .await
+        .map_err(|_| ErrorKind::Timeout)?
+}
+
+/// One client (the `n`-th): its document (`files[0]` is the page), then its prefetches. Each
+/// client has a user agent of its own, so the server tells them apart as it does browsers.
+async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
+    let plan = &shared.plan;
+    let client = format!("slipstream-agent/{n}");
+    let client = client.as_str();
+    let base = base_of(&plan.base).unwrap_or_default();
+    // Six at a time, as a browser fetches a page's objects from one host.
+    let mut results: Vec<Result<(http::StatusCode, Bytes), ErrorKind>> = Vec::new();
+    for chunk in files.chunks(6) {
+        let urls: Vec<String> = chunk.iter().map(|f| format!("{base}{f}")).collect();
+        results.extend(
+            futures_util::future::join_all(urls.iter().map(|u| fetch(shared, u, &client, false)))
+                .await,
+        );
+    }
+    let bytes: u64 = results
+        .iter()
+        .map(|r| r.as_ref().map_or(0, |(_, b)| b.len() as u64))
+        .sum();
+    let failed = results.iter().find_map(|r| match r {
+        Ok((status, _)) if status.is_success() || status.is_redirection() => None,
+        Ok((status, _)) => Some(ErrorKind::Status(status.as_u16())),
+        Err(kind) => Some(*kind),
+    });
+    if let Some(kind) = failed {
+        shared.demand.error(kind, bytes);
+        return;
+    }
+    shared.demand.success(arrived.elapsed(), bytes);
+    let doc = files[0].as_str();
+    let turns = match plan.prefetching {
+        Prefetching::Off => return,
+        Prefetching::Fixed(k) => k,
+        Prefetching::Hinted => usize::MAX,
+    };
+    let leave = arrived + plan.visit;
+    let prefetch_base = base_of(&plan.prefetch_base).unwrap_or_default();
+    let query: String = form_urlencoded_path(doc);
+    let mut cache: HashSet<String> = files.iter().cloned().collect();
+    let mut turn = 0usize;
+    while turn < turns && Instant::now() < leave {
+        shared.counts.hint_requests.fetch_add(1, Ordering::Relaxed);
+        let url = format!("{base}/_slipstream/hints?url={query}&turn={turn}");
+        let Ok((status, body)) = fetch(shared, &url, &client, false).await else {
+            return;
+        };
+        if !status.is_success() {
+            return;
+        }
+        let Ok(answer) = serde_json::from_slice::<serde_json::Value>(&body) else {
+            return;
+        };
+        if let Some(ms) = answer["retry_after_ms"].as_u64() {
+            shared.counts.hint_waits.fetch_add(1, Ordering::Relaxed);
+            let again = Instant::now() + Duration::from_millis(ms.max(1));
+            if again >= leave {
+                return;
+            }
+            tokio::time::sleep_until(again).await;
+            continue;
+        }
+        let hints: Vec<String> = answer["hints"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|h| h.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let fresh: Vec<String> = hints
+            .into_iter()
+            .filter(|h| {
+                let new = cache.insert(h.clone());
+                if !new {
+                    shared.counts.cache_skips.fetch_add(1, Ordering::Relaxed);
+                }
+                new
+            })
+            .collect();
+        futures_util::stream::iter(fresh)
+            .for_each_concurrent(6, |h| {
+                let url = format!("{prefetch_base}{h}");
+                async move {
+                    match fetch(shared, &url, &client, true).await {
+                        Ok((status, body)) if status.is_success() => {
+                            shared.counts.prefetches.fetch_add(1, Ordering::Relaxed);
+                            shared
+                                .counts
+                                .prefetch_bytes
+                                .fetch_add(body.len() as u64, Ordering::Relaxed);
+                        }
+                        _ => {
+                            shared
+                                .counts
+                                .prefetch_errors
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+            .await;
+        match (plan.prefetching, answer["next_turn"].as_u64()) {
+            (Prefetching::Fixed(_), _) => turn += 1,
+            (_, Some(next)) => turn = next as usize,
+            (_, None) => return,
+        }
+    }
+}
+
+/// A path as a query value (percent-encoding what a query value cannot hold).
+fn form_urlencoded_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}

@@ -1,0 +1,56 @@
+"""Summarises experiments/000/nps.sh's runs.csv as the report's markdown table (stdout)."""
+import csv
+import sys
+from collections import defaultdict
+
+rows = list(csv.DictReader(open(sys.argv[1])))
+by = defaultdict(list)
+for r in rows:
+    by[(int(r["rate"]), r["policy"])].append(r)
+rates = sorted({k[0] for k in by})
+policies = []
+for r in rows:
+    if r["policy"] not in policies:
+        policies.append(r["policy"])
+
+def mean(rate, policy, col):
+    v = [float(r[col]) for r in by.get((rate, policy), [])]
+    return sum(v) / len(v) if v else float("nan")
+
+print("| docs/s | " + " | ".join(policies) + " |")
+print("|---|" + "---|" * len(policies))
+for rate in rates:
+    base = mean(rate, "noprefetch", "doc_mean_ms")
+    cells = []
+    for p in policies:
+        rt = mean(rate, p, "doc_mean_ms")
+        pf = mean(rate, p, "prefetch_kBps") / 1000
+        err = mean(rate, p, "errors")
+        cell = f"{rt:.2f} ms"
+        if p != "noprefetch":
+            cell += f" ({(rt / base - 1) * 100:+.0f} %), {pf:.1f} MB/s"
+        if err > 0:
+            cell += f", {err:.0f} failed"
+        cells.append(cell)
+    print(f"| {rate} | " + " | ".join(cells) + " |")
+
+print()
+print("| docs/s | spare taken by No-Avoidance, MB/s (policy, its RT) | " + " | ".join(p for p in policies if p.startswith("monitor")) + " |")
+print("|---|---|" + "---|" * len([p for p in policies if p.startswith("monitor")]))
+for rate in rates:
+    base = mean(rate, "noprefetch", "doc_mean_ms")
+    # The spare bandwidth No-Avoidance takes: the most it prefetched while demand stayed
+    # within 5 % of No-Prefetching (beyond that it took more than the spare).
+    na = [(mean(rate, p, "prefetch_kBps") / 1000, mean(rate, p, "doc_mean_ms"), p)
+          for p in policies if p.startswith("noavoid") and mean(rate, p, "errors") == 0
+          and mean(rate, p, "doc_mean_ms") <= base * 1.05]
+    best = max(na) if na else (float("nan"), float("nan"), "-")
+    cells = []
+    for p in policies:
+        if not p.startswith("monitor"):
+            continue
+        pf = mean(rate, p, "prefetch_kBps") / 1000
+        rt = mean(rate, p, "doc_mean_ms")
+        ok = "✓" if rt <= base * 1.05 and pf >= 0.8 * best[0] else "✗"
+        cells.append(f"{pf / best[0] * 100:.0f} % of it, RT {(rt / base - 1) * 100:+.0f} % {ok}")
+    print(f"| {rate} | {best[0]:.1f} ({best[2]}, {(best[1] / base - 1) * 100:+.0f} %) | " + " | ".join(cells) + " |")

@@ -291,7 +291,7 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
     for chunk in files.chunks(6) {
         let urls: Vec<String> = chunk.iter().map(|f| format!("{base}{f}")).collect();
         results.extend(
-            futures_util::future::join_all(urls.iter().map(|u| fetch(shared, u, &client, false)))
+            futures_util::future::join_all(urls.iter().map(|u| fetch(shared, u, client, false)))
                 .await,
         );
     }
@@ -323,7 +323,7 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
     while turn < turns && Instant::now() < leave {
         shared.counts.hint_requests.fetch_add(1, Ordering::Relaxed);
         let url = format!("{base}/_slipstream/hints?url={query}&turn={turn}");
-        let Ok((status, body)) = fetch(shared, &url, &client, false).await else {
+        let Ok((status, body)) = fetch(shared, &url, client, false).await else {
             return;
         };
         if !status.is_success() {
@@ -363,7 +363,7 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
             .for_each_concurrent(6, |h| {
                 let url = format!("{prefetch_base}{h}");
                 async move {
-                    match fetch(shared, &url, &client, true).await {
+                    match fetch(shared, &url, client, true).await {
                         Ok((status, body)) if status.is_success() => {
                             shared.counts.prefetches.fetch_add(1, Ordering::Relaxed);
                             shared

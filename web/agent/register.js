@@ -45,7 +45,47 @@
       return registration;
     });
 
+  // NPS (paper 000 §5, §6.1): once the page has loaded and the browser is idle, the worker is
+  // asked to prefetch for it, with the page's own bytes (the allowance is proportional to
+  // them) and the page before it on this site (the hint server's context).
+  function pageBytes() {
+    var total = nav ? nav.transferSize || nav.encodedBodySize || 0 : 0;
+    var entries = (performance.getEntriesByType && performance.getEntriesByType('resource')) || [];
+    for (var i = 0; i < entries.length; i++) total += entries[i].transferSize || entries[i].encodedBodySize || 0;
+    return total;
+  }
+  function previousPage() {
+    try {
+      var r = document.referrer ? new URL(document.referrer) : null;
+      return r && r.origin === location.origin ? r.pathname + r.search : null;
+    } catch (e) {
+      return null;
+    }
+  }
+  var prefetched = new Promise(function (resolve) {
+    function go() {
+      ready.then(function (registration) {
+        return ask(registration.active, {
+          type: 'slipstream-prefetch',
+          url: location.pathname + location.search,
+          prev: previousPage(),
+          demandBytes: pageBytes(),
+        });
+      }).then(resolve, function () {
+        resolve(null);
+      });
+    }
+    function idle() {
+      if (window.requestIdleCallback) window.requestIdleCallback(go, { timeout: 2000 });
+      else setTimeout(go, 200);
+    }
+    if (document.readyState === 'complete') idle();
+    else window.addEventListener('load', idle);
+  });
+
   window.slipstreamAgent = {
+    /** Resolves with the worker's prefetch counts once it has prefetched for this page. */
+    prefetched: prefetched,
     /** Resolves once the worker is active and has this page's block (or read it itself). */
     ready: ready,
     /** The worker's state: instance, latency table, sample counts, probe schedule. */

@@ -7,6 +7,7 @@
 // URL, sends the due probes, keeps the state in IndexedDB and answers the latency-table page.
 
 import { Agent, blockText, expandBlock, logicalKey, parseBlock } from './agent/agent.mjs';
+import { byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints } from './agent/prefetch.mjs';
 
 const DB_NAME = 'slipstream-agent';
 const DB_STORE = 'state';
@@ -467,6 +468,133 @@ function schedule() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Prefetching (paper 000 §6.1): once a page has loaded and the browser is idle, register.js
+// asks this worker to prefetch for it. The worker asks the hint server for the page's lists
+// (following their turns, waiting when told to), fetches what is not held yet from the
+// prefetch base the server names (its low-priority listener, or the page's origin), and keeps
+// each response in Cache Storage under its demand URL for a short lifetime, within a byte
+// allowance proportional to the page's own bytes. A demand request for a URL held there is
+// answered from it: no request reaches the demand server.
+
+const PREFETCH_CACHE = 'slipstream-prefetch-v1';
+const STORED_AT = 'x-slipstream-prefetched-at';
+/** Demand URL -> when its prefetched response was stored. */
+const prefetchedAt = new Map();
+/** Pages with a prefetch in progress (one at a time each). */
+const prefetching = new Set();
+const prefetchStats = { asked: 0, lists: 0, waits: 0, gave_up: 0, fetched: 0, bytes: 0, failed: 0, served: 0, skipped: null };
+
+/** The entries a previous worker stored, read once: fresh ones kept, stale ones deleted. */
+const prefetchIndex = caches
+  .open(PREFETCH_CACHE)
+  .then(async (cache) => {
+    const now = Date.now();
+    for (const req of await cache.keys()) {
+      const res = await cache.match(req);
+      const at = Number(res?.headers.get(STORED_AT));
+      if (isFresh(at, now)) prefetchedAt.set(req.url, at);
+      else await cache.delete(req);
+    }
+  })
+  .catch(() => {});
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Prefetches for the page at `pagePath` (its previous page `prevPath`), which was `demandBytes` long. */
+async function prefetchFor(pagePath, prevPath, demandBytes) {
+  const gate = mayPrefetch(self.navigator?.connection);
+  if (!gate.ok) {
+    prefetchStats.skipped = gate.why;
+    return;
+  }
+  if (prefetching.has(pagePath)) return;
+  prefetching.add(pagePath);
+  try {
+    await prefetchIndex;
+    const cache = await caches.open(PREFETCH_CACHE);
+    let allowance = byteAllowance(demandBytes);
+    let turn = 0;
+    let waits = 0;
+    while (turn !== null && turn < PREFETCH_DEFAULTS.max_turns && allowance > 0) {
+      const q = new URLSearchParams({ url: pagePath, turn: String(turn) });
+      if (prevPath) q.set('prev', prevPath);
+      prefetchStats.asked++;
+      let answer;
+      try {
+        const r = await fetch(`/_slipstream/hints?${q}`, { cache: 'no-store' });
+        if (!r.ok) return;
+        answer = readHints(await r.json(), self.location.origin);
+      } catch {
+        return;
+      }
+      if (answer.waitMs !== null) {
+        // No budget this epoch (000 §3.3): wait as told, a few times at most.
+        prefetchStats.waits++;
+        if (++waits > PREFETCH_DEFAULTS.max_waits) {
+          prefetchStats.gave_up++;
+          return;
+        }
+        await sleep(Math.min(answer.waitMs, PREFETCH_DEFAULTS.max_wait_ms));
+        continue;
+      }
+      prefetchStats.lists++;
+      const crossOrigin = answer.base !== self.location.origin;
+      for (const path of answer.hints) {
+        if (allowance <= 0) break;
+        const demandUrl = new URL(path, self.location.origin).href;
+        if (isFresh(prefetchedAt.get(demandUrl), Date.now())) continue;
+        try {
+          // Through the prefetch listener every request is a prefetch; on the page's own
+          // origin, `Purpose: prefetch` says so (a worker cannot send Sec-Purpose).
+          const r = await fetch(
+            answer.base + path,
+            crossOrigin
+              ? { mode: 'cors', credentials: 'omit', cache: 'no-store' }
+              : { headers: { Purpose: 'prefetch' }, cache: 'no-store' },
+          );
+          if (r.status !== 200) {
+            prefetchStats.failed++;
+            continue;
+          }
+          const body = await r.arrayBuffer();
+          allowance -= body.byteLength;
+          prefetchStats.bytes += body.byteLength;
+          prefetchStats.fetched++;
+          const headers = new Headers(r.headers);
+          const now = Date.now();
+          headers.set(STORED_AT, String(now));
+          await cache.put(demandUrl, new Response(body, { status: 200, statusText: r.statusText, headers }));
+          prefetchedAt.set(demandUrl, now);
+        } catch {
+          prefetchStats.failed++;
+        }
+      }
+      turn = answer.nextTurn;
+    }
+  } finally {
+    prefetching.delete(pagePath);
+  }
+}
+
+/** The prefetched response for `request`, or null (none, or past its lifetime: then dropped). */
+async function fromPrefetched(request) {
+  const url = request.url;
+  const at = prefetchedAt.get(url);
+  if (!isFresh(at, Date.now())) {
+    prefetchedAt.delete(url);
+    caches.open(PREFETCH_CACHE).then((c) => c.delete(url)).catch(() => {});
+    return null;
+  }
+  const res = await (await caches.open(PREFETCH_CACHE)).match(url);
+  if (!res) {
+    prefetchedAt.delete(url);
+    return null;
+  }
+  prefetchStats.served++;
+  return res;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Events.
 
 self.addEventListener('install', () => self.skipWaiting());
@@ -478,6 +606,11 @@ self.addEventListener('fetch', (event) => {
   if (request.method !== 'GET' || request.headers.has('range')) return;
   const url = new URL(request.url);
   if (url.origin !== self.location.origin || url.pathname.startsWith('/_slipstream/')) return;
+  // A prefetched response answers the demand request; without one, as if it had never been.
+  if (prefetchedAt.has(url.href)) {
+    event.respondWith(fromPrefetched(request).then((r) => r ?? handle(event, request, url)));
+    return;
+  }
   // Once the state is loaded, a subresource without replicas is left to the browser.
   if (agent !== null && request.mode !== 'navigate' && agent.replicas(logicalKey(url)) === null) {
     event.waitUntil(runProbes());
@@ -507,12 +640,22 @@ function stateMessage() {
     urls: agent.urlCount,
     rules: agent.ruleCount,
     table: agent.table(now),
+    prefetch: { ...prefetchStats, entries: prefetchedAt.size },
   };
 }
 
 self.addEventListener('message', (event) => {
   const data = event.data ?? {};
   const reply = (msg) => (event.ports[0] ?? event.source)?.postMessage(msg);
+  if (data.type === 'slipstream-prefetch' && typeof data.url === 'string' && data.url.startsWith('/')) {
+    const prev = typeof data.prev === 'string' && data.prev.startsWith('/') ? data.prev : null;
+    event.waitUntil(
+      prefetchFor(data.url, prev, Number(data.demandBytes)).then(() =>
+        reply({ type: 'slipstream-prefetched', prefetch: { ...prefetchStats, entries: prefetchedAt.size } }),
+      ),
+    );
+    return;
+  }
   event.waitUntil(
     loading.then(async () => {
       if (data.type === 'slipstream-page' && typeof data.block === 'string') {

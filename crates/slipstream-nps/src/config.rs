@@ -72,6 +72,31 @@ pub struct Config {
     pub max_turns: usize,
     /// A Common Log Format log to train the predictor from at start (offline training).
     pub train_log: Option<PathBuf>,
+    /// The prefetch listener (the two-connection architecture, 000 §2.3.2): a second address
+    /// serving the same content for prefetches only, at low priority. None: one connection.
+    #[serde(default, deserialize_with = "opt_listen")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// The base URL browsers reach the prefetch listener at (default: its bound address).
+    pub public_url: Option<String>,
+    /// Mark the prefetch listener's packets DSCP Lower-Effort (RFC 8622).
+    pub lower_effort: bool,
+    /// Less-than-best-effort congestion controls to ask the kernel for, in order; none
+    /// available keeps the kernel's default.
+    pub congestion: Vec<String>,
+    /// Answer browsers' own prefetches (`Sec-Purpose: prefetch`) only within the monitor's
+    /// budget; beyond it, 503 at once.
+    pub admit_browser_prefetch: bool,
+    /// Send the `Speculation-Rules` header with pages, naming a rule set of the budgeted hints
+    /// (`/_slipstream/speculationrules`), so browsers prefetch natively.
+    pub speculation_rules: bool,
+    /// The munger (000 §5/§6.1): add the agent's registration script to pages that lack it.
+    pub munge: bool,
+}
+
+fn opt_listen<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::net::SocketAddr>, D::Error> {
+    slipstream_node::config::listen(d).map(Some)
 }
 
 impl Default for Config {
@@ -98,6 +123,13 @@ impl Default for Config {
             fill_popular: h.fill_popular,
             max_turns: 10,
             train_log: None,
+            listen: None,
+            public_url: None,
+            lower_effort: true,
+            congestion: vec!["lp".into(), "ledbat".into()],
+            admit_browser_prefetch: true,
+            speculation_rules: false,
+            munge: true,
         }
     }
 }
@@ -136,6 +168,20 @@ pub struct Settings {
     pub max_turns: usize,
     /// The log to train from.
     pub train_log: Option<PathBuf>,
+    /// The prefetch listener's address, if any.
+    pub listen: Option<std::net::SocketAddr>,
+    /// Its public base URL, if configured.
+    pub public_url: Option<String>,
+    /// DSCP LE on it.
+    pub lower_effort: bool,
+    /// Congestion controls to try on it.
+    pub congestion: Vec<String>,
+    /// Gate `Sec-Purpose: prefetch` requests by the budget.
+    pub admit_browser_prefetch: bool,
+    /// Send `Speculation-Rules` with pages.
+    pub speculation_rules: bool,
+    /// Add the agent's registration to pages.
+    pub munge: bool,
 }
 
 /// Why a `[prefetch]` table is refused.
@@ -219,6 +265,19 @@ impl Config {
                 "max_urls and max_clients must be positive",
             ));
         }
+        if let Some(u) = &self.public_url {
+            match u.parse::<http::Uri>() {
+                Ok(uri)
+                    if matches!(uri.scheme_str(), Some("http" | "https"))
+                        && uri.authority().is_some() => {}
+                _ => {
+                    return Err(refuse(
+                        "public_url",
+                        format!("`{u}` is not an http(s) base URL"),
+                    ))
+                }
+            }
+        }
         let threshold = (self.threshold_ms > 0).then(|| Duration::from_millis(self.threshold_ms));
         let defaults = HintsConfig::default();
         Ok(Settings {
@@ -248,6 +307,13 @@ impl Config {
             },
             max_turns: self.max_turns.max(1),
             train_log: self.train_log,
+            listen: self.listen,
+            public_url: self.public_url.map(|u| u.trim_end_matches('/').to_owned()),
+            lower_effort: self.lower_effort,
+            congestion: self.congestion,
+            admit_browser_prefetch: self.admit_browser_prefetch,
+            speculation_rules: self.speculation_rules,
+            munge: self.munge,
         })
     }
 }

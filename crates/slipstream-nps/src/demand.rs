@@ -43,24 +43,71 @@ struct Seen {
     learn: Option<(String, String)>,
     prefetch: bool,
     probe: bool,
+    /// A GET (demand or prefetch: a prefetched page is munged too, since it is shown later).
+    get: bool,
+    /// Through the prefetch listener.
+    via_listener: bool,
 }
 
-/// Whether a request says it is a prefetch.
+/// The munger (000 §5, §6.1: "augments each HTML document" so that it prefetches): adds the
+/// agent's registration script to the head of a page, which hands the page to the Service
+/// Worker, which asks for hints once the page has loaded and the browser is idle.
+#[derive(Debug)]
+struct Munger;
+
+impl slipstream_node::html::HtmlHandler for Munger {
+    fn selector(&self) -> &str {
+        "head"
+    }
+
+    fn element(
+        &self,
+        el: &mut slipstream_node::html::Element<'_, '_>,
+    ) -> slipstream_node::html::HandlerResult {
+        el.prepend(
+            r#"<script src="/_slipstream/agent/register.js" defer></script>"#,
+            slipstream_node::html::ContentType::Html,
+        );
+        Ok(())
+    }
+}
+
+fn says_prefetch(req: &request::Parts, name: &str) -> bool {
+    req.headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(';')
+                .any(|t| t.trim().eq_ignore_ascii_case("prefetch"))
+        })
+}
+
+/// Whether a request says it is a prefetch: through the prefetch listener, a browser's own
+/// (`Sec-Purpose: prefetch`), or the agent's on the page's origin (`Purpose: prefetch`).
 pub fn is_prefetch(req: &request::Parts) -> bool {
-    let says = |name: &str| {
-        req.headers
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| {
-                v.split(';')
-                    .any(|t| t.trim().eq_ignore_ascii_case("prefetch"))
-            })
-    };
-    req.extensions.get::<ViaPrefetchListener>().is_some() || says("sec-purpose") || says("purpose")
+    req.extensions.get::<ViaPrefetchListener>().is_some()
+        || says_prefetch(req, "sec-purpose")
+        || says_prefetch(req, "purpose")
+}
+
+/// Whether a request is a browser's own prefetch, which no hint list granted: `Sec-Purpose:
+/// prefetch` (a header pages and workers cannot set) on the demand listener.
+pub fn is_native_prefetch(req: &request::Parts) -> bool {
+    req.extensions.get::<ViaPrefetchListener>().is_none() && says_prefetch(req, "sec-purpose")
 }
 
 impl Demand {
+    /// Whether the munger rewrites this response: a page answering a GET that is not a probe.
+    fn munges(&self, ctx: &Ctx, res: &response::Parts) -> bool {
+        self.nps.settings().munge
+            && ctx
+                .extensions
+                .get::<Seen>()
+                .is_some_and(|s| s.get && !s.probe)
+            && slipstream_node::html::is_page(res)
+    }
+
     /// The phase, and the task that trains `nps`'s model from it (on the current runtime).
     pub fn new(nps: Arc<Nps>) -> Demand {
         let (queue, mut rx) = mpsc::channel::<(String, String)>(QUEUE);
@@ -88,6 +135,24 @@ impl Phase for Demand {
     ) -> Option<Response<Body>> {
         let probe = req.headers.contains_key(PROBE_HEADER);
         let prefetch = is_prefetch(req);
+        // A browser's own prefetch (Speculation Rules, <link rel=prefetch>) is served only
+        // within the budget; refused, it costs one short answer. Prefetches through the
+        // prefetch listener were granted with their hint list already.
+        if is_native_prefetch(req) && !self.nps.admit_prefetch() {
+            let mut r = slipstream_node::respond::text(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "prefetch refused: the server has no spare capacity for prefetching now",
+            );
+            r.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+            r.headers_mut().insert(
+                http::header::CACHE_CONTROL,
+                http::HeaderValue::from_static("no-store"),
+            );
+            return Some(r);
+        }
         let learn = (req.method == Method::GET && !prefetch && !probe).then(|| {
             let ua = req
                 .headers
@@ -104,8 +169,62 @@ impl Phase for Demand {
             learn,
             prefetch,
             probe,
+            get: req.method == Method::GET,
+            via_listener: req.extensions.get::<ViaPrefetchListener>().is_some(),
         });
         None
+    }
+
+    fn response_filter(&self, ctx: &mut Ctx, res: &mut response::Parts) {
+        if self.munges(ctx, res) {
+            // The page sent is not the file's bytes: its validator becomes weak (RFC 9110
+            // §8.8.1) and it offers no ranges, which would count in the file's bytes.
+            if let Some(tag) = res
+                .headers
+                .get(http::header::ETAG)
+                .and_then(|v| v.to_str().ok())
+            {
+                if !tag.starts_with("W/") {
+                    if let Ok(weak) = http::HeaderValue::from_str(&format!("W/{tag}")) {
+                        res.headers.insert(http::header::ETAG, weak);
+                    }
+                }
+            }
+            res.headers.remove(http::header::ACCEPT_RANGES);
+        }
+        let Some(Seen {
+            learn: Some((_, url)),
+            ..
+        }) = ctx.extensions.get::<Seen>()
+        else {
+            return;
+        };
+        if self.nps.settings().speculation_rules && slipstream_node::html::is_page(res) {
+            let q: String = form_urlencoded::byte_serialize(url.as_bytes()).collect();
+            if let Ok(v) =
+                http::HeaderValue::from_str(&format!("\"/_slipstream/speculationrules?url={q}\""))
+            {
+                res.headers.insert("speculation-rules", v);
+            }
+        }
+    }
+
+    fn body_filter(
+        &self,
+        ctx: &mut Ctx,
+        res: &response::Parts,
+    ) -> Option<Box<dyn slipstream_node::body::BodyFilter>> {
+        if !self.munges(ctx, res) {
+            return None;
+        }
+        let handlers: [Arc<dyn slipstream_node::html::HtmlHandler>; 1] = [Arc::new(Munger)];
+        match slipstream_node::html::Rewriter::new(&handlers) {
+            Ok(r) => Some(Box::new(r)),
+            Err(e) => {
+                tracing::error!(error = %e, "the munger's rewriter");
+                None
+            }
+        }
     }
 
     fn logging(&self, ctx: &Ctx, res: &response::Parts) {
@@ -123,6 +242,9 @@ impl Phase for Demand {
             .unwrap_or(0);
         if seen.prefetch {
             self.nps.prefetch.add(bytes);
+            if seen.via_listener {
+                self.nps.via_listener.add(bytes);
+            }
             return;
         }
         self.nps.demand.add(bytes);

@@ -112,11 +112,45 @@ impl Endpoint for HintsEndpoint {
         let a = self.0.answer(&q.url, q.prev.as_deref(), q.turn);
         let body = serde_json::json!({
             "hints": a.hints,
+            "prefetch_base": self.0.prefetch_base(),
             "turn": q.turn,
             "next_turn": a.next_turn,
             "retry_after_ms": a.retry_after.map(|d| d.as_millis() as u64),
         });
         no_store(json(StatusCode::OK, &body))
+    }
+}
+
+/// `/_slipstream/speculationrules?url=CUR&prev=PREV`: the predictor's list for a page as a
+/// Speculation Rules set (`application/speculationrules+json`), which the `Speculation-Rules`
+/// header of the page names. Browsers then prefetch natively, each prefetch admitted by the
+/// budget as it arrives.
+#[derive(Debug, Clone)]
+pub struct SpeculationRules(pub Arc<Nps>);
+
+#[async_trait]
+impl Endpoint for SpeculationRules {
+    async fn call(&self, req: Request<Incoming>, rest: &str) -> Response<Body> {
+        if !rest.is_empty() {
+            return text(StatusCode::NOT_FOUND, "no such control endpoint");
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return method_not_allowed("GET, HEAD");
+        }
+        let q = match parse_query(req.uri().query()) {
+            Ok(q) => q,
+            Err(why) => return no_store(text(StatusCode::BAD_REQUEST, &why)),
+        };
+        let urls = self.0.predictions(&q.url, q.prev.as_deref());
+        let rules = serde_json::json!({
+            "prefetch": [{"source": "list", "urls": urls}],
+        });
+        let mut r = no_store(json(StatusCode::OK, &rules));
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/speculationrules+json"),
+        );
+        r
     }
 }
 

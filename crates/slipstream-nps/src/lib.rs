@@ -17,6 +17,7 @@
 pub mod config;
 pub mod demand;
 pub mod hints;
+pub mod listener;
 pub mod monitor;
 
 use std::collections::VecDeque;
@@ -85,8 +86,14 @@ pub struct Nps {
     pub demand: Traffic,
     /// Prefetch responses (`Sec-Purpose: prefetch`, or through the prefetch listener).
     pub prefetch: Traffic,
+    /// Of those, the ones through the prefetch listener.
+    pub via_listener: Traffic,
     /// Demand requests not learnt because the training queue was full.
     pub unlearnt: AtomicU64,
+    /// Browsers' own prefetches refused for want of budget.
+    pub refused: AtomicU64,
+    /// The prefetch listener, once bound, and the base URL hint lists send clients to.
+    listener: parking_lot::RwLock<Option<(listener::Applied, String)>>,
 }
 
 /// The budget's state.
@@ -132,8 +139,48 @@ impl Nps {
             started: Instant::now(),
             demand: Traffic::default(),
             prefetch: Traffic::default(),
+            via_listener: Traffic::default(),
             unlearnt: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            listener: parking_lot::RwLock::new(None),
         }
+    }
+
+    /// Records the bound prefetch listener and the base URL clients reach it at.
+    pub fn set_listener(&self, applied: listener::Applied, base: String) {
+        *self.listener.write() = Some((applied, base));
+    }
+
+    /// Where clients send prefetches (`None`: the demand origin itself).
+    pub fn prefetch_base(&self) -> Option<String> {
+        self.listener.read().as_ref().map(|(_, b)| b.clone())
+    }
+
+    /// Whether a browser's own prefetch of one file goes through now (always, with
+    /// `budget = "unlimited"` or `admit_browser_prefetch = false`).
+    pub fn admit_prefetch(&self) -> bool {
+        if self.settings.budget == Budget::Unlimited || !self.settings.admit_browser_prefetch {
+            return true;
+        }
+        let now = self.started.elapsed();
+        let mut c = self.control.lock();
+        let budget = c.monitor.budget_per_s();
+        let Control {
+            distributor, rng, ..
+        } = &mut *c;
+        let admitted = distributor.admit(now, budget, rng);
+        if !admitted {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        admitted
+    }
+
+    /// The predictor's first list for a client at `current` after `previous`, without taking
+    /// from the budget (for Speculation Rules, whose prefetches are admitted one by one).
+    pub fn predictions(&self, current: &str, previous: Option<&str>) -> Vec<String> {
+        self.model
+            .lock()
+            .hints(current, previous, 0, self.settings.doc_files)
     }
 
     /// The settings.
@@ -252,6 +299,15 @@ impl Nps {
             "waits": totals.waits,
             "demand": self.demand.json(),
             "prefetch": self.prefetch.json(),
+        "via_listener": self.via_listener.json(),
+            "refused_browser_prefetches": self.refused.load(Ordering::Relaxed),
+            "listener": self.listener.read().as_ref().map(|(a, base)| serde_json::json!({
+                "addr": a.addr.to_string(),
+                "base": base,
+                "lower_effort": a.lower_effort,
+                "congestion": a.congestion,
+                "low_priority_congestion": a.low_priority_congestion,
+            })),
             "model": {
                 "learnt": model.learnt,
                 "urls": model.urls,

@@ -158,6 +158,25 @@ impl Distributor {
     }
 }
 
+impl Distributor {
+    /// Admits one prefetch of a single file that the client chose itself (a browser's native
+    /// prefetch, `Sec-Purpose: prefetch`): it takes one file of the epoch's B·τ, and with less
+    /// than one file left it goes through with the probability of the remainder. Refused, the
+    /// caller answers so that the refusal costs the server almost nothing.
+    pub fn admit(&mut self, now: Duration, budget_per_s: f64, rng: &mut impl Rng) -> bool {
+        self.advance(now);
+        let left = budget_per_s * self.epoch.as_secs_f64() - self.granted as f64;
+        let admit = left >= 1.0 || (left > 0.0 && rng.gen_bool(left.min(1.0)));
+        if admit {
+            self.granted += 1;
+            self.totals.files += 1;
+        } else {
+            self.totals.waits += 1;
+        }
+        admit
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,6 +265,17 @@ mod tests {
         }
         let files_per_s = d.totals().files as f64 / 1000.0;
         assert!((4.0..6.0).contains(&files_per_s), "{files_per_s}");
+    }
+
+    #[test]
+    fn single_prefetches_are_admitted_within_the_epochs_budget() {
+        let mut d = Distributor::new(100 * MS, 10);
+        let mut rng = StdRng::seed_from_u64(5);
+        // B·τ = 3 files: three admitted in the epoch, then refused until the next one.
+        let admitted: Vec<bool> = (0..6).map(|i| d.admit(i * MS, 30.0, &mut rng)).collect();
+        assert_eq!(admitted, [true, true, true, false, false, false]);
+        assert!(d.admit(100 * MS, 30.0, &mut rng));
+        assert!(!d.admit(200 * MS, 0.0, &mut rng));
     }
 
     proptest! {

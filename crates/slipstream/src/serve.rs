@@ -157,7 +157,11 @@ impl Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let settings = args.config()?.validate()?;
     let cluster = args.cluster(&settings)?;
-    let prefetch = args.prefetch(&settings)?;
+    let mut prefetch = args.prefetch(&settings)?;
+    if let (Some(p), Some(c)) = (prefetch.as_mut(), cluster.as_ref()) {
+        // A cluster member's pages carry the registration already (the Pages phase).
+        p.munge &= !c.pre_process;
+    }
     let args = &args;
     runtime(settings.workers)?.block_on(async move {
         let root = settings.root.clone();
@@ -285,7 +289,9 @@ impl Prefetch {
         Ok(Prefetch(nps))
     }
 
-    fn route<S: slipstream_node::Service>(&self, node: &mut Node<S>) {
+    /// The endpoints; without a cluster, also the agent's files (a cluster member serves them
+    /// already).
+    fn route<S: slipstream_node::Service>(&self, node: &mut Node<S>, agent_files: bool) {
         node.route(
             "hints",
             slipstream_nps::hints::HintsEndpoint(self.0.clone()),
@@ -293,7 +299,54 @@ impl Prefetch {
         .route(
             "prefetch",
             slipstream_nps::hints::StatusEndpoint(self.0.clone()),
+        )
+        .route(
+            "speculationrules",
+            slipstream_nps::hints::SpeculationRules(self.0.clone()),
         );
+        if agent_files {
+            node.route("sw.js", slipstream_replica::page::ServiceWorker)
+                .route("agent", slipstream_replica::page::AgentFiles);
+        }
+    }
+
+    /// Binds the prefetch listener, if configured, serving `node` at low priority.
+    fn start_listener<S: slipstream_node::Service>(
+        &self,
+        node: Arc<Node<S>>,
+        listen: &slipstream_node::bootstrap::Listen,
+    ) -> anyhow::Result<()> {
+        let s = self.0.settings();
+        let Some(addr) = s.listen else {
+            return Ok(());
+        };
+        let (listener, applied) =
+            slipstream_nps::listener::bind(addr, s.lower_effort, &s.congestion)
+                .with_context(|| format!("cannot bind the prefetch listener on {addr}"))?;
+        let base = s
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", applied.addr));
+        println!(
+            "prefetch listener: {base}/ (DSCP lower-effort: {}, congestion control: {}{})",
+            applied.lower_effort,
+            applied.congestion,
+            if applied.low_priority_congestion {
+                ""
+            } else {
+                ", no low-priority one available"
+            }
+        );
+        self.0.set_listener(applied, base);
+        tokio::spawn(slipstream_http::listen::serve(
+            listener,
+            None,
+            listen.limits,
+            Arc::new(slipstream_nps::listener::PrefetchHandler(node)),
+            std::future::pending(),
+            listen.drain,
+        ));
+        Ok(())
     }
 
     fn start_monitor(&self, bound: SocketAddr) {
@@ -332,10 +385,12 @@ pub async fn start_with(
     let Some(cluster) = cluster else {
         let mut node = Node::new(origin.build());
         if let Some(p) = &prefetch {
-            p.route(&mut node);
+            p.route(&mut node, true);
         }
-        let running = node.start(&listen).await?;
+        let node = Arc::new(node);
+        let running = bootstrap::start(&listen, node.clone()).await?;
         if let Some(p) = &prefetch {
+            p.start_listener(node, &listen)?;
             p.start_monitor(running.bound.addr);
         }
         return Ok((running, None));
@@ -364,10 +419,12 @@ pub async fn start_with(
     );
     api.register(&mut node);
     if let Some(p) = &prefetch {
-        p.route(&mut node);
+        p.route(&mut node, false);
     }
-    let running = node.start(&listen).await?;
+    let node = Arc::new(node);
+    let running = bootstrap::start(&listen, node.clone()).await?;
     if let Some(p) = &prefetch {
+        p.start_listener(node, &listen)?;
         p.start_monitor(running.bound.addr);
     }
     if cluster.settings.advertise.is_none() {

@@ -1,0 +1,67 @@
+// NPS's browser side (paper 000 §5, §6.1), the decisions without I/O: whether to prefetch at
+// all (Save-Data, slow connections), how many bytes a page may prefetch (§5: "services place a
+// limit on the ratio of prefetched bytes to demand bytes"), how long a prefetched entry may
+// serve a demand request (§5: a short lifetime, so prefetched data leaves the cache early), and
+// how to read the hint server's answer. sw.js does the fetching and the Cache Storage.
+
+/** Defaults; a page's configuration may change them. */
+export const PREFETCH_DEFAULTS = Object.freeze({
+  /** Prefetched bytes allowed per demand byte of the page that asked (§5's ratio). */
+  bytes_per_demand_byte: 10,
+  /** A page with no measurable demand bytes may still prefetch this much. */
+  min_bytes: 256 * 1024,
+  /** A prefetched entry serves demand requests for this long, then is dropped. */
+  ttl_ms: 5 * 60 * 1000,
+  /** Hint-server waits a page accepts before giving up. */
+  max_waits: 3,
+  /** The longest single wait. */
+  max_wait_ms: 10000,
+  /** Turns (hint lists) a page follows at most. */
+  max_turns: 10,
+});
+
+/**
+ * Whether to prefetch on this connection: never with Save-Data (the user asked for fewer
+ * bytes), nor on connections the browser rates 2G or slower. `connection` is
+ * `navigator.connection` (absent in browsers without the Network Information API: prefetch).
+ */
+export function mayPrefetch(connection) {
+  if (!connection) return { ok: true, why: null };
+  if (connection.saveData === true) return { ok: false, why: 'save-data' };
+  if (['slow-2g', '2g'].includes(connection.effectiveType)) return { ok: false, why: 'slow-connection' };
+  return { ok: true, why: null };
+}
+
+/** The bytes a page whose own bytes were `demandBytes` may prefetch. */
+export function byteAllowance(demandBytes, config = PREFETCH_DEFAULTS) {
+  const d = Number.isFinite(demandBytes) && demandBytes > 0 ? demandBytes : 0;
+  return Math.max(config.min_bytes, d * config.bytes_per_demand_byte);
+}
+
+/** Whether an entry stored at `storedMs` may still serve a demand request at `nowMs`. */
+export function isFresh(storedMs, nowMs, config = PREFETCH_DEFAULTS) {
+  return Number.isFinite(storedMs) && nowMs >= storedMs && nowMs - storedMs < config.ttl_ms;
+}
+
+/**
+ * Reads a `/_slipstream/hints` answer: `{hints, base, nextTurn, waitMs}`; a malformed answer
+ * reads as "nothing, and stop" (a page never fails because of its hints).
+ */
+export function readHints(json, origin) {
+  const out = { hints: [], base: origin, nextTurn: null, waitMs: null };
+  if (json === null || typeof json !== 'object') return out;
+  if (Array.isArray(json.hints)) {
+    out.hints = json.hints.filter((h) => typeof h === 'string' && h.startsWith('/') && !h.startsWith('//'));
+  }
+  if (typeof json.prefetch_base === 'string') {
+    try {
+      const u = new URL(json.prefetch_base);
+      if (u.protocol === 'http:' || u.protocol === 'https:') out.base = u.origin;
+    } catch {
+      // A base that is not a URL: prefetch from the page's origin.
+    }
+  }
+  if (Number.isInteger(json.next_turn) && json.next_turn >= 0) out.nextTurn = json.next_turn;
+  if (Number.isInteger(json.retry_after_ms) && json.retry_after_ms >= 0) out.waitMs = json.retry_after_ms;
+  return out;
+}

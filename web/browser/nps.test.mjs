@@ -1,0 +1,149 @@
+// NPS's browser side in a real browser (paper 000 §5, §6): headless Chromium against real
+// `slipstream serve --prefetch` nodes on loopback.
+//
+//  1. Two connections, budget unlimited: a page's hinted link is prefetched by the Service
+//     Worker through the node's prefetch listener into Cache Storage; the click on it is then
+//     answered from there, and no request for it reaches the demand server.
+//  2. A saturated server (every monitor probe fails, so the budget is nothing): the worker is
+//     told to wait and issues no prefetch; a browser's own Speculation Rules prefetch is
+//     refused with 503, and the click still loads the page normally.
+//
+// What reached the server is read from the node's own counters (/_slipstream/prefetch:
+// demand, prefetch and prefetch-listener responses, refused browser prefetches), what the
+// browser did from Playwright's events and the worker's state.
+
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+
+import { CHROMIUM_ARGS, Cleanup, Proc, chromiumBinary, freePort, slipstreamBinary, tempDir, waitFor } from './harness.mjs';
+
+async function playwright() {
+  try {
+    return await import('playwright-core');
+  } catch (e) {
+    throw new Error(`playwright-core is not installed: run \`npm ci\` in web/browser (.ci/run does) (${e.message})`);
+  }
+}
+
+/** Pages a → b → c → d, each linking to the next, with no subresources. */
+function writePages(dir) {
+  const names = ['a', 'b', 'c', 'd'];
+  names.forEach((n, i) => {
+    const next = names[(i + 1) % names.length];
+    writeFileSync(
+      join(dir, `${n}.html`),
+      `<!doctype html>\n<html><head><meta charset="utf-8"><title>${n}</title></head>\n<body><h1 id="name">${n}</h1>\n<a id="next" href="/${next}.html">next</a>\n<p>${'x'.repeat(2000)}</p></body></html>\n`,
+    );
+  });
+}
+
+/** A `slipstream serve --prefetch` node with `sets` (`--set` values); resolves once it listens. */
+async function startNode(cleanup, root, sets) {
+  const site = tempDir(cleanup, 'slipstream-nps-site-');
+  writePages(site);
+  const port = await freePort();
+  const args = ['serve', site, '--listen', `127.0.0.1:${port}`, '--prefetch'];
+  for (const s of sets) args.push('--set', s);
+  const proc = new Proc('node', slipstreamBinary(), args);
+  cleanup.add(() => proc.kill());
+  const origin = `http://127.0.0.1:${port}`;
+  await waitFor(`the node on ${origin} (output: ${proc.output()})`, 30000, async () => (await fetch(`${origin}/_slipstream/prefetch`)).ok);
+  return { proc, origin, status: async () => (await fetch(`${origin}/_slipstream/prefetch`)).json() };
+}
+
+/** Six clients (told apart by user agent) walk a → b → c → d, and the node learns it. */
+async function train(node) {
+  for (let c = 0; c < 6; c++) {
+    for (const p of ['a', 'b', 'c', 'd']) {
+      const r = await fetch(`${node.origin}/${p}.html`, { headers: { 'user-agent': `trainer-${c}` } });
+      assert.equal(r.status, 200);
+      await r.arrayBuffer();
+    }
+  }
+  await waitFor('the node to learn 24 demand requests', 10000, async () => (await node.status()).model.learnt >= 24);
+}
+
+async function browser(cleanup, chromium) {
+  const profile = tempDir(cleanup, 'slipstream-nps-profile-');
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: chromiumBinary(),
+    headless: true,
+    args: CHROMIUM_ARGS,
+  });
+  cleanup.add(() => context.close());
+  const page = context.pages()[0] ?? (await context.newPage());
+  return { context, page };
+}
+
+test('NPS agent: hinted pages prefetched through the prefetch listener are served from Cache Storage', { timeout: 120000 }, async (t) => {
+  const cleanup = new Cleanup();
+  t.after(() => cleanup.run());
+  const { chromium } = await playwright();
+  const root = tempDir(cleanup, 'slipstream-nps-');
+  const node = await startNode(cleanup, root, ['prefetch.budget=unlimited', 'prefetch.listen=127.0.0.1:0', 'prefetch.doc_files=2']);
+  await train(node);
+  const listener = (await node.status()).listener;
+  assert.ok(listener && listener.base.startsWith('http://127.0.0.1:'), `a prefetch listener: ${JSON.stringify(listener)}`);
+  assert.notEqual(new URL(listener.base).port, new URL(node.origin).port);
+
+  const { page } = await browser(cleanup, chromium);
+  await page.goto(`${node.origin}/a.html`);
+  // The munger added the registration; the worker prefetches for the page once it is idle.
+  const counts = await page.evaluate(() => window.slipstreamAgent.prefetched);
+  assert.ok(counts && counts.prefetch.fetched >= 1, `the worker prefetched: ${JSON.stringify(counts)}`);
+  const afterPrefetch = await node.status();
+  assert.ok(afterPrefetch.via_listener.requests >= 1, `prefetches went to the listener: ${JSON.stringify(afterPrefetch.via_listener)}`);
+  assert.equal(afterPrefetch.via_listener.requests, afterPrefetch.prefetch.requests, 'every prefetch through the listener');
+
+  // The click on the hinted link: answered by the worker from Cache Storage.
+  const demandBefore = afterPrefetch.demand.requests;
+  const [response] = await Promise.all([page.waitForNavigation(), page.click('#next')]);
+  assert.equal(await page.textContent('#name'), 'b');
+  assert.ok(response.fromServiceWorker(), 'the navigation was answered by the worker');
+  const state = await page.evaluate(() => window.slipstreamAgent.state());
+  assert.ok(state.prefetch.served >= 1, `the worker served a prefetched page: ${JSON.stringify(state.prefetch)}`);
+  // Wait for b's own prefetching to settle before reading the server's counts.
+  await page.evaluate(() => window.slipstreamAgent.prefetched);
+  const after = await node.status();
+  assert.equal(after.demand.requests, demandBefore, 'no request for b.html reached the demand server');
+});
+
+test('NPS agent: a saturated server gets no prefetch, and a refused Speculation Rules prefetch leaves the click working', { timeout: 120000 }, async (t) => {
+  const cleanup = new Cleanup();
+  t.after(() => cleanup.run());
+  const { chromium } = await playwright();
+  const root = tempDir(cleanup, 'slipstream-nps-');
+  // Every probe fails (the probed file does not exist): the monitor reads a saturated server.
+  const node = await startNode(cleanup, root, [
+    'prefetch.probe_path=/missing.html',
+    'prefetch.threshold_ms=2s',
+    'prefetch.listen=127.0.0.1:0',
+    'prefetch.speculation_rules=true',
+    'prefetch.doc_files=2',
+  ]);
+  await train(node);
+  await waitFor('the budget to fall to nothing', 20000, async () => (await node.status()).budget_per_s < 0.01);
+  const { context, page } = await browser(cleanup, chromium);
+  const specPrefetches = [];
+  context.on('request', (r) => {
+    if (r.headers()['sec-purpose']?.includes('prefetch')) specPrefetches.push(r.url());
+  });
+  const demandBefore = (await node.status()).demand.requests;
+  const res = await page.goto(`${node.origin}/a.html`);
+  assert.ok((res.headers()['speculation-rules'] ?? '').includes('/_slipstream/speculationrules'), 'the page names its rules');
+  // The worker asks for hints and is told to wait.
+  await waitFor('the worker to be told to wait', 30000, async () => (await page.evaluate(() => window.slipstreamAgent.state())).prefetch.waits >= 1);
+  // Chromium prefetches the rules' list natively; the node refuses it.
+  await waitFor(`a refused browser prefetch (Chromium sent: ${JSON.stringify(specPrefetches)})`, 30000, async () => (await node.status()).refused_browser_prefetches >= 1);
+  const s = await node.status();
+  assert.equal(s.prefetch.requests, 0, 'no prefetch was served');
+  assert.equal(s.via_listener.requests, 0, 'nothing through the prefetch listener');
+  // The click works as if nothing had been prefetched: b.html from the demand server.
+  await Promise.all([page.waitForNavigation(), page.click('#next')]);
+  assert.equal(await page.textContent('#name'), 'b');
+  const after = await node.status();
+  assert.equal(after.demand.requests, demandBefore + 2, 'a.html and b.html, both from the demand server');
+  assert.equal(after.prefetch.requests, 0);
+});

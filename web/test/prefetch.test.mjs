@@ -1,0 +1,47 @@
+// The agent's prefetch decisions (web/agent/prefetch.mjs), without a browser.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints } from '../agent/prefetch.mjs';
+
+test('Save-Data and 2G connections do not prefetch; others and unknown ones do', () => {
+  assert.equal(mayPrefetch(undefined).ok, true);
+  assert.equal(mayPrefetch({ saveData: false, effectiveType: '4g' }).ok, true);
+  assert.deepEqual(mayPrefetch({ saveData: true, effectiveType: '4g' }), { ok: false, why: 'save-data' });
+  assert.deepEqual(mayPrefetch({ effectiveType: '2g' }), { ok: false, why: 'slow-connection' });
+  assert.deepEqual(mayPrefetch({ effectiveType: 'slow-2g' }), { ok: false, why: 'slow-connection' });
+  assert.equal(mayPrefetch({ effectiveType: '3g' }).ok, true);
+});
+
+test('a page may prefetch ten bytes per demand byte, and a floor without a measure', () => {
+  assert.equal(byteAllowance(100_000), 1_000_000);
+  assert.equal(byteAllowance(0), PREFETCH_DEFAULTS.min_bytes);
+  assert.equal(byteAllowance(NaN), PREFETCH_DEFAULTS.min_bytes);
+  assert.equal(byteAllowance(1000, { ...PREFETCH_DEFAULTS, bytes_per_demand_byte: 2, min_bytes: 0 }), 2000);
+});
+
+test('prefetched entries serve demand only within their lifetime', () => {
+  assert.equal(isFresh(1000, 1000), true);
+  assert.equal(isFresh(1000, 1000 + PREFETCH_DEFAULTS.ttl_ms - 1), true);
+  assert.equal(isFresh(1000, 1000 + PREFETCH_DEFAULTS.ttl_ms), false);
+  assert.equal(isFresh(2000, 1000), false, 'stored in the future: a clock jump, not fresh');
+  assert.equal(isFresh(undefined, 1000), false);
+});
+
+test('hint answers are read defensively', () => {
+  const o = 'http://site.example';
+  assert.deepEqual(readHints({ hints: ['/a', '//evil/x', 'http://x/y', 3], prefetch_base: 'http://127.0.0.1:9/', next_turn: 1, retry_after_ms: null }, o), {
+    hints: ['/a'],
+    base: 'http://127.0.0.1:9',
+    nextTurn: 1,
+    waitMs: null,
+  });
+  assert.deepEqual(readHints({ hints: [], retry_after_ms: 250, next_turn: 0, prefetch_base: null }, o), {
+    hints: [],
+    base: o,
+    nextTurn: 0,
+    waitMs: 250,
+  });
+  assert.deepEqual(readHints('nonsense', o), { hints: [], base: o, nextTurn: null, waitMs: null });
+  assert.deepEqual(readHints({ prefetch_base: 'javascript:alert(1)' }, o).base, o);
+});

@@ -95,8 +95,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let cluster = table.validate(settings.listen, name)?;
             let mut node = settings.clone();
             node.name = name.into();
+            // The origin prefetches (NPS, paper 000): hints, the monitor and its budget, and a
+            // low-priority prefetch listener. Its pages carry the agent's registration already
+            // (the cluster's pre-processing), so the munger stays off.
+            let prefetch = (name == "origin")
+                .then(|| {
+                    slipstream_nps::Config {
+                        probe_path: "/index.html".into(),
+                        listen: Some(loopback),
+                        munge: false,
+                        ..Default::default()
+                    }
+                    .validate()
+                })
+                .transpose()?;
             let (running, member) =
-                crate::serve::start_with(node, None, Some(cluster), None).await?;
+                crate::serve::start_with(node, None, Some(cluster), prefetch).await?;
             seed.get_or_insert(gossip);
             replicas.push((name, running, member));
         }
@@ -155,6 +169,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "the demo server answered with errors: {:?}",
             warm.errors
         );
+        // Clients that prefetch as the browser agent does, against the origin: the model learns
+        // the site's paths and the status page shows the budget and prefetch bytes at once.
+        let agents = slipstream_bench::agent::AgentPlan {
+            base: format!("http://{}", origin.addr).parse()?,
+            prefetch_base: format!("http://{}", origin.addr).parse()?,
+            documents: vec![("/".into(), 2.0), ("/about.html".into(), 1.0)],
+            doc_files: 1,
+            rate_per_s: 20.0,
+            duration: Duration::from_secs(3),
+            max_in_flight: 64,
+            prefetching: slipstream_bench::agent::Prefetching::Hinted,
+            visit: Duration::from_secs(1),
+            timeout: Duration::from_secs(5),
+            seed: 1,
+        };
+        let prefetched = slipstream_bench::agent::run_agents(agents, |_, _| {}).await?;
         println!("slipstream demo is running (Ctrl-C to stop)");
         println!("  site:    {base}/   (child proxy -> parent proxies -> origin)");
         println!("  status:  {base}/_slipstream/status");
@@ -173,12 +203,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
              http://{0}/_slipstream/agent/table.html)",
             origin.addr
         );
+        println!(
+            "  NPS:     http://{0}/_slipstream/hints?url=/ (prefetch hints; the monitor and its \
+             budget on http://{0}/_slipstream/status and /_slipstream/prefetch)",
+            origin.addr
+        );
         println!("  files:   {}", shown.display());
         println!("  try:     curl -sI {base}/assets/large.bin | grep -i cache-status");
         println!(
-            "warm-up: {} requests answered, {:.0} req/s",
+            "warm-up: {} requests answered, {:.0} req/s; {} prefetching clients fetched {} \
+             prefetches ({} hint requests, {} told to wait)",
             warm.completed,
-            warm.throughput_rps()
+            warm.throughput_rps(),
+            prefetched.demand.completed,
+            prefetched.prefetches,
+            prefetched.hint_requests,
+            prefetched.hint_waits
         );
         crate::serve::shutdown_signal().await
     });

@@ -229,3 +229,39 @@ fn a_bad_prefetch_table_is_refused_with_its_field() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("[prefetch] budget"), "{err}");
 }
+
+#[test]
+fn the_demo_prefetches() {
+    let files = tempfile::tempdir().expect("tempdir");
+    let node = crate::support::start(
+        &[
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--site-dir",
+            files.path().to_str().expect("utf-8"),
+        ],
+        "site:",
+    );
+    let line = node.wait_for_line("NPS:");
+    let origin: SocketAddr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no origin address in {line:?}"));
+    let s = status(origin);
+    assert_eq!(s["budget"], "monitor");
+    assert!(
+        s["listener"]["base"].is_string(),
+        "a prefetch listener: {s}"
+    );
+    assert!(s["model"]["learnt"].as_u64().unwrap() > 0, "{s}");
+    // The warm-up's agents asked for hints; the monitor had been probing since the start.
+    assert!(
+        s["samples"].as_array().is_some_and(|a| !a.is_empty()),
+        "{s}"
+    );
+    let warm = node.wait_for_line("warm-up:");
+    assert!(warm.contains("hint requests"), "{warm}");
+}

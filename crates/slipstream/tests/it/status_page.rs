@@ -153,3 +153,62 @@ fn a_cluster_members_status_page_shows_its_view_of_the_directory() {
     );
     assert!(dom.contains("<td class=\"live\">live</td>"), "{dom}");
 }
+
+#[test]
+fn a_prefetching_nodes_status_page_shows_its_monitor() {
+    let dir = site();
+    let node = serve(
+        dir.path(),
+        &[
+            "--prefetch",
+            "--set",
+            "prefetch.probe_path=/hello.txt",
+            "--set",
+            "prefetch.threshold_ms=2s",
+        ],
+    );
+    for _ in 0..5 {
+        get(node.addr, "/hello.txt");
+    }
+    // The monitor's first samples, then the page.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !String::from_utf8_lossy(&get(node.addr, "/_slipstream/prefetch").body)
+        .contains("\"rt_us\"")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the monitor took no sample"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let profile = tempfile::tempdir().expect("profile dir");
+    let out = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1280,1000",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("http://{}/_slipstream/status", node.addr))
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("data-prefetch-drawn=\"3\""),
+        "the prefetch charts (budget, probes, bytes) were not all drawn:\n{dom}"
+    );
+    assert!(dom.contains("id=\"c-budget\""), "{dom}");
+    assert!(dom.contains("lists,"), "the budget's summary line:\n{dom}");
+    assert!(
+        dom.contains("<div id=\"error\"></div>"),
+        "the page reported an error:\n{dom}"
+    );
+}

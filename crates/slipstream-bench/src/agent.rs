@@ -52,8 +52,9 @@ pub enum Prefetching {
 pub struct AgentPlan {
     /// The demand server, `http://host:port`.
     pub base: Uri,
-    /// Where prefetches go, `http://host:port` (the demand server by default).
-    pub prefetch_base: Uri,
+    /// Where prefetches go, `http://host:port`; `None`: where the hint server says
+    /// (`prefetch_base`, its prefetch listener), else the demand server.
+    pub prefetch_base: Option<Uri>,
     /// Documents' pages and their weights.
     pub documents: Vec<(String, f64)>,
     /// Files in a document: its page and the `doc_files - 1` paths that follow it in
@@ -179,7 +180,9 @@ pub async fn run_agents(
     let weights =
         WeightedIndex::new(plan.documents.iter().map(|(_, w)| *w)).context("document weights")?;
     base_of(&plan.base)?;
-    base_of(&plan.prefetch_base)?;
+    if let Some(b) = &plan.prefetch_base {
+        base_of(b)?;
+    }
     let client: HttpClient = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(plan.max_in_flight.max(1))
         .build(HttpConnector::new());
@@ -316,7 +319,7 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
         Prefetching::Hinted => usize::MAX,
     };
     let leave = arrived + plan.visit;
-    let prefetch_base = base_of(&plan.prefetch_base).unwrap_or_default();
+    let fixed_base = plan.prefetch_base.as_ref().and_then(|b| base_of(b).ok());
     let query: String = form_urlencoded_path(doc);
     let mut cache: HashSet<String> = files.iter().cloned().collect();
     let mut turn = 0usize;
@@ -341,6 +344,14 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
             tokio::time::sleep_until(again).await;
             continue;
         }
+        // The prefetch listener the hint server names, as the browser agent follows it.
+        let prefetch_base = fixed_base.clone().unwrap_or_else(|| {
+            answer["prefetch_base"]
+                .as_str()
+                .and_then(|b| b.parse::<Uri>().ok())
+                .and_then(|b| base_of(&b).ok())
+                .unwrap_or_else(|| base.clone())
+        });
         let hints: Vec<String> = answer["hints"]
             .as_array()
             .map(|a| {
@@ -361,7 +372,7 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
             .collect();
         futures_util::stream::iter(fresh)
             .for_each_concurrent(6, |h| {
-                let url = format!("{prefetch_base}{h}");
+                let url = format!("{}{h}", prefetch_base);
                 async move {
                     match fetch(shared, &url, client, true).await {
                         Ok((status, body)) if status.is_success() => {

@@ -33,8 +33,8 @@ fn run_agents(
         anyhow::bail!("--agents draws documents from --urls (or the URL's path), not a --trace");
     };
     let prefetch_base = match &args.prefetch_base {
-        Some(u) => u.parse().with_context(|| format!("`{u}` is not a URL"))?,
-        None => base.clone(),
+        Some(u) => Some(u.parse().with_context(|| format!("`{u}` is not a URL"))?),
+        None => None,
     };
     let plan = AgentPlan {
         base,
@@ -131,7 +131,8 @@ pub struct Args {
     /// list (its embedded objects); the demand response time is the whole document's.
     #[arg(long, default_value_t = 1, requires = "agents")]
     pub doc_files: usize,
-    /// Where the agents' prefetches go [default: the server under test].
+    /// Where the agents' prefetches go [default: where the hint server says, its prefetch
+    /// listener, else the server under test].
     #[arg(long, requires = "agents")]
     pub prefetch_base: Option<String>,
     /// How long an agent client stays prefetching after its document arrived.

@@ -173,7 +173,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // the site's paths and the status page shows the budget and prefetch bytes at once.
         let agents = slipstream_bench::agent::AgentPlan {
             base: format!("http://{}", origin.addr).parse()?,
-            prefetch_base: format!("http://{}", origin.addr).parse()?,
+            prefetch_base: None,
             documents: vec![("/".into(), 2.0), ("/about.html".into(), 1.0)],
             doc_files: 1,
             rate_per_s: 20.0,

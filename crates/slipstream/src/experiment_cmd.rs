@@ -106,7 +106,9 @@ fn lines(l: Lines) -> anyhow::Result<()> {
             .with_context(|| format!("{}: no column `{name}`", l.csv.display()))
     };
     let (xi, yi, si) = (col(&l.x)?, col(&l.y)?, col(&l.series)?);
-    let mut series: Vec<(String, std::collections::BTreeMap<u64, (f64, f64, u32)>)> = Vec::new();
+    // Per series: x (as bits) -> (x, sum of y, count).
+    type Sums = std::collections::BTreeMap<u64, (f64, f64, u32)>;
+    let mut series: Vec<(String, Sums)> = Vec::new();
     for (n, row) in rows.enumerate() {
         let f: Vec<&str> = row.split(',').collect();
         let cell = |i: usize| {

@@ -11,6 +11,7 @@
 //! `total`, `small` and `adaptive`; `lru` and `sieve` are there for comparison.
 
 mod cache;
+pub mod clients;
 mod level;
 mod policy;
 pub mod replacement;

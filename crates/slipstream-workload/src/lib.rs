@@ -5,10 +5,14 @@
 //! * [`table1`] builds the synthetic file set and request mix of paper 002 §5.1.2
 //!   (Table 1, the "current workload") and the "modified workload" of §5.4, in which the
 //!   three largest files receive a chosen share of the requests.
+//! * [`web`] is a ProWGen-like proxy workload (Zipf popularity, heavy-tailed sizes).
+//! * [`clients`] holds traces whose requests name a client and a service: read from logs, or
+//!   generated for a population of clients browsing many sites (paper 000 §5, Fig. 7).
 //!
 //! Nothing here touches the network; randomness comes from an explicit seed so every
 //! stream is reproducible.
 
+pub mod clients;
 pub mod table1;
 pub mod trace;
 pub mod web;

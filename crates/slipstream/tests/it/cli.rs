@@ -427,3 +427,77 @@ fn predict_scores_the_three_predictors_and_names_bad_lines() {
         "--order 0",
     );
 }
+
+#[test]
+fn cachesim_clients_shows_prefetching_pushing_other_services_out() {
+    // One client alternates between two sites; one of the two prefetches. Without prefetching a
+    // 30 KiB cache keeps both 10,000-byte pages; with five dummy bytes per demand byte, the
+    // dummies flush the other site's page before every visit (000 §5, Fig. 7).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = String::new();
+    for i in 0..20 {
+        for site in ["a", "b"] {
+            log.push_str(&format!(
+                "10.0.0.1 - - [10/Oct/2000:13:{i:02}:00 +0000] \"GET http://{site}.example/page HTTP/1.0\" 200 10000\n"
+            ));
+        }
+    }
+    log.push_str("a line that is no log record\n");
+    let trace = dir.path().join("two-sites.log");
+    std::fs::write(&trace, log).expect("write");
+    let json = dir.path().join("fig7.json");
+    let chart = dir.path().join("fig7.svg");
+    let out = bin()
+        .args(["cachesim", "clients"])
+        .arg(&trace)
+        .args(["--sizes", "30KiB", "--k", "0,5", "--prefetching", "0.5"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--chart")
+        .arg(&chart)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 malformed line") && err.contains("two-sites.log:41"),
+        "{err}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("JSON");
+    assert_eq!(doc["trace"]["clients"], 1);
+    assert_eq!(doc["trace"]["services"], 2);
+    assert_eq!(doc["prefetching"]["services"], 1);
+    let row = |k: f64| {
+        doc["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .find(|r| r["k"] == k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no row for k = {k}"))
+    };
+    let (base, polluted) = (row(0.0), row(5.0));
+    assert_eq!(base["non_prefetching"]["requests"], 20, "{base}");
+    assert_eq!(base["non_prefetching"]["hits"], 19, "{base}");
+    assert_eq!(polluted["non_prefetching"]["hits"], 0, "{polluted}");
+    assert_eq!(polluted["prefetch_bytes"], 20 * 5 * 10_000, "{polluted}");
+    assert!(std::fs::read_to_string(&chart)
+        .expect("chart")
+        .contains("<svg"));
+
+    fails_with(
+        &["cachesim", "clients", "--k", "-1"],
+        "not a number of prefetch bytes per demand byte",
+    );
+    fails_with(
+        &["cachesim", "clients", "--prefetching", "1.5"],
+        "not a fraction between 0 and 1",
+    );
+    let bad = dir.path().join("bad.tsv");
+    std::fs::write(&bad, "client\tservice\turl\tsize_bytes\nc\ts\t/a\tlots\n").expect("write");
+    fails_with(
+        &["cachesim", "clients", bad.to_str().expect("utf-8")],
+        "bad.tsv:2: size_bytes \"lots\"",
+    );
+}

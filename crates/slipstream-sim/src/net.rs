@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::tcp::{Action, Sender, Sink, TcpConfig};
+use crate::tcp::{Action, Congestion, Sender, Sink, TcpConfig};
 use crate::time::{to_secs_f64, transmission, Nanos};
 
 /// A node of the topology.
@@ -37,6 +37,18 @@ pub struct Transfer {
     pub bytes: u64,
     /// Start time.
     pub start: Nanos,
+}
+
+/// How one transfer runs, beyond its [`Transfer`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Options {
+    /// How its sender responds to congestion: Reno, or low-priority Nice.
+    pub congestion: Congestion,
+    /// Start only once the transfer at this index (in the same run) has completed, and not
+    /// before its own start time: a connection fetching a queue of objects one after another
+    /// (a prefetcher working through its hint lists). A transfer that never completes holds
+    /// back those waiting for it.
+    pub after: Option<usize>,
 }
 
 /// When a transfer finished.
@@ -79,6 +91,8 @@ enum Event {
     TxDone(u32),
     Arrive(NodeId, Packet),
     Timeout(u32, u64),
+    /// A paced (Nice) sender may send again.
+    Wake(u32),
 }
 
 struct Flow {
@@ -95,12 +109,12 @@ struct Flow {
 }
 
 impl Flow {
-    fn new(transfer: Transfer, cfg: TcpConfig, then: Option<u32>) -> Flow {
+    fn new(transfer: Transfer, cfg: TcpConfig, congestion: Congestion, then: Option<u32>) -> Flow {
         let segments = cfg.segments(transfer.bytes);
         Flow {
             transfer,
             cfg,
-            sender: Sender::new(cfg, segments),
+            sender: Sender::with_congestion(cfg, segments, congestion),
             sink: Sink::default(),
             segments,
             received: None,
@@ -131,6 +145,14 @@ pub enum NetError {
     /// A node that does not exist.
     #[error("node {0} does not exist")]
     NoNode(u32),
+    /// A transfer waits for itself or for one that is not in the run.
+    #[error("transfer {index} waits for transfer {after}, which is itself or not in the run")]
+    After {
+        /// The waiting transfer's index.
+        index: usize,
+        /// What it waits for.
+        after: usize,
+    },
 }
 
 impl Network {
@@ -232,6 +254,31 @@ impl Network {
         until: Nanos,
         trace: Option<&mut Vec<TraceEvent>>,
     ) -> Result<Run, NetError> {
+        self.run_with(transfers, &[], tcp, until, trace)
+    }
+
+    /// [`Network::run_traced`] with [`Options`] for each transfer: `options[i]` for
+    /// `transfers[i]`, the default (Reno, no predecessor) past the end of the slice, so `&[]`
+    /// is a plain run. The congestion control is the response's (server to client); a
+    /// modelled request is always Reno.
+    pub fn run_with(
+        &self,
+        transfers: &[Transfer],
+        options: &[Options],
+        tcp: TcpConfig,
+        until: Nanos,
+        trace: Option<&mut Vec<TraceEvent>>,
+    ) -> Result<Run, NetError> {
+        let option = |i: usize| options.get(i).copied().unwrap_or_default();
+        let mut successors = vec![Vec::new(); transfers.len()];
+        for i in 0..transfers.len() {
+            if let Some(after) = option(i).after {
+                if after == i || after >= transfers.len() {
+                    return Err(NetError::After { index: i, after });
+                }
+                successors[after].push(i as u32);
+            }
+        }
         let routes = self.routes();
         for t in transfers {
             for node in [t.server, t.client] {
@@ -271,6 +318,8 @@ impl Network {
             results: Vec::new(),
             events_processed: 0,
             trace: trace.is_some().then(Vec::new),
+            first_flow: Vec::with_capacity(transfers.len()),
+            successors,
         };
         // Flows 0..n are the transfers (the responses); requests, if modelled, follow.
         let with_request = tcp.request_bytes > 0;
@@ -278,8 +327,12 @@ impl Network {
             syn: tcp.syn && !with_request,
             ..tcp
         };
-        sim.flows
-            .extend(transfers.iter().map(|t| Flow::new(*t, response_cfg, None)));
+        sim.flows.extend(
+            transfers
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Flow::new(*t, response_cfg, option(i).congestion, None)),
+        );
         for (i, t) in transfers.iter().enumerate() {
             let first = if with_request {
                 let request = Transfer {
@@ -288,12 +341,16 @@ impl Network {
                     bytes: u64::from(tcp.request_bytes),
                     ..*t
                 };
-                sim.flows.push(Flow::new(request, tcp, Some(i as u32)));
+                sim.flows
+                    .push(Flow::new(request, tcp, Congestion::Reno, Some(i as u32)));
                 sim.flows.len() - 1
             } else {
                 i
             };
-            sim.schedule(t.start, to_secs_f64(t.start), Event::Start(first as u32));
+            sim.first_flow.push(first as u32);
+            if option(i).after.is_none() {
+                sim.schedule(t.start, to_secs_f64(t.start), Event::Start(first as u32));
+            }
         }
         sim.run(until);
         if let (Some(out), Some(recorded)) = (trace, sim.trace.take()) {
@@ -375,6 +432,10 @@ struct Sim {
     results: Vec<TransferResult>,
     events_processed: u64,
     trace: Option<Vec<TraceEvent>>,
+    /// Per transfer: the flow that starts it (its request, if modelled, else its response).
+    first_flow: Vec<u32>,
+    /// Per transfer: the transfers waiting for it to complete ([`Options::after`]).
+    successors: Vec<Vec<u32>>,
 }
 
 impl Sim {
@@ -442,6 +503,12 @@ impl Sim {
                         .on_timeout(generation, self.now, &mut actions);
                     self.apply(f, &mut actions);
                 }
+                Event::Wake(f) => {
+                    self.flows[f as usize]
+                        .sender
+                        .on_wake(self.now, &mut actions);
+                    self.apply(f, &mut actions);
+                }
                 Event::TxDone(link) => self.tx_done(link),
                 Event::Arrive(node, packet) => self.arrive(node, packet, &mut actions),
             }
@@ -468,6 +535,10 @@ impl Sim {
                     let at_f = self.now_f + to_secs_f64(at.saturating_sub(self.now));
                     self.schedule(at, at_f, Event::Timeout(f, generation))
                 }
+                Action::Wake { at } => {
+                    let at_f = self.now_f + to_secs_f64(at.saturating_sub(self.now));
+                    self.schedule(at, at_f, Event::Wake(f))
+                }
                 Action::Done => {
                     let flow = &mut self.flows[f as usize];
                     flow.acked = Some(self.now);
@@ -482,6 +553,18 @@ impl Sim {
                         acked: self.now,
                         retransmissions: flow.sender.retransmissions(),
                     });
+                    // Response flows are numbered as their transfers.
+                    let waiting = std::mem::take(&mut self.successors[f as usize]);
+                    for next in waiting {
+                        let start = self.flows[next as usize].transfer.start;
+                        let (at, at_f) = if start > self.now {
+                            (start, to_secs_f64(start))
+                        } else {
+                            (self.now, self.now_f)
+                        };
+                        let first = self.first_flow[next as usize];
+                        self.schedule(at, at_f, Event::Start(first));
+                    }
                 }
             }
         }

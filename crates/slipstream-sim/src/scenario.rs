@@ -1,5 +1,5 @@
 //! Scenario files (`experiments/003/*.toml`): the topology of paper 003's Figure 1, TCP
-//! settings, a workload (synthetic, with the paper's Table 2 statistics, or a workload file),
+//! settings (with the sources that send at low priority over TCP Nice), a workload (synthetic, with the paper's Table 2 statistics, or a workload file),
 //! and the hit stage that decides which level serves each transfer (probabilistic hit ratios,
 //! as in the paper). Every field has a default: an empty file is the paper's baseline.
 //!
@@ -14,7 +14,7 @@ use toml::Spanned;
 
 use crate::net::{LinkSpec, Network, NodeId};
 use crate::reference::{Chain, Job};
-use crate::tcp::{Era, TcpConfig};
+use crate::tcp::{Congestion, Era, TcpConfig};
 use crate::time::Nanos;
 
 /// A scenario as written.
@@ -131,6 +131,40 @@ pub struct Tcp {
     /// Model the HTTP request too: the client sends this many bytes before the response
     /// starts (0: not modelled, as in paper 003). With `syn`, the handshake goes with it.
     pub request_bytes: Spanned<i64>,
+    /// Sources whose responses go at low priority over TCP Nice (paper 000 §4); the others
+    /// use Reno.
+    pub nice: Option<NiceTable>,
+}
+
+/// `[tcp.nice]`: which sources send with TCP Nice, and Nice's parameters (OSDI 2002 §3).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NiceTable {
+    /// Sources whose senders run Nice: any of "child", "parent", "origin".
+    pub sources: Spanned<Vec<String>>,
+    /// `t`: a packet is delayed when its RTT is above `minRTT + t·(maxRTT − minRTT)`
+    /// (default 0.1).
+    #[serde(default = "nice_threshold")]
+    pub threshold: Spanned<f64>,
+    /// `f`: the window halves when more than this fraction of a round-trip's packets were
+    /// delayed (default 0.5).
+    #[serde(default = "nice_fraction")]
+    pub fraction: Spanned<f64>,
+    /// The smallest window, in packets (default 1/64: a packet every 64 round-trips).
+    #[serde(default = "nice_min_cwnd")]
+    pub min_cwnd: Spanned<f64>,
+}
+
+fn nice_threshold() -> Spanned<f64> {
+    spanned(crate::nice::Config::default().threshold)
+}
+
+fn nice_fraction() -> Spanned<f64> {
+    spanned(crate::nice::Config::default().fraction)
+}
+
+fn nice_min_cwnd() -> Spanned<f64> {
+    spanned(crate::nice::Config::default().min_cwnd)
 }
 
 /// The transfers.
@@ -222,6 +256,7 @@ impl Default for Tcp {
             window_init: spanned(2),
             syn: false,
             request_bytes: spanned(0),
+            nice: None,
         }
     }
 }
@@ -321,6 +356,9 @@ pub struct Plan {
     pub tcp: TcpConfig,
     /// The ns-2 release whose defaults `tcp` started from (for `--export-ns2`).
     pub era: Era,
+    /// How the child, the parent and the origin (in that order) send: Reno, or Nice for
+    /// the sources `[tcp.nice]` names.
+    pub congestion: [Congestion; 3],
     /// The transfers, with their sources.
     pub jobs: Vec<Job>,
     /// With real caches: the hit ratios they achieved over the transfers.
@@ -333,14 +371,51 @@ impl Plan {
         crate::reference::transfers(&self.roles, &self.jobs)
     }
 
+    /// How the sender of a job from `src` (1 child, 2 parent, else origin) responds to
+    /// congestion.
+    pub fn congestion_of(&self, src: u8) -> Congestion {
+        self.congestion[usize::from(src.clamp(1, 3)) - 1]
+    }
+
+    /// Whether any source sends with TCP Nice.
+    pub fn uses_nice(&self) -> bool {
+        self.congestion
+            .iter()
+            .any(|c| matches!(c, Congestion::Nice(_)))
+    }
+
     /// Runs the plan, allowing [`crate::reference::GRACE`] after the last start, and records a
     /// packet trace into `trace` when given.
     pub fn run(&self, trace: Option<&mut Vec<crate::net::TraceEvent>>) -> crate::net::Run {
+        let options: Vec<crate::net::Options> = self
+            .jobs
+            .iter()
+            .map(|j| crate::net::Options {
+                congestion: self.congestion_of(j.src),
+                after: None,
+            })
+            .collect();
+        self.run_with(&options, trace)
+    }
+
+    /// [`Plan::run`] with [`crate::net::Options`] for each job, in job order.
+    pub fn run_with(
+        &self,
+        options: &[crate::net::Options],
+        trace: Option<&mut Vec<crate::net::TraceEvent>>,
+    ) -> crate::net::Run {
         let transfers = self.transfers();
         let last = transfers.iter().map(|t| t.start).max().unwrap_or(0);
-        // The plan checked that every serving node reaches the clients.
+        // The plan checked that every serving node reaches the clients; a bad `after` is
+        // the caller's.
         self.network
-            .run_traced(&transfers, self.tcp, last + crate::reference::GRACE, trace)
+            .run_with(
+                &transfers,
+                options,
+                self.tcp,
+                last + crate::reference::GRACE,
+                trace,
+            )
             .unwrap_or(crate::net::Run {
                 results: Vec::new(),
                 drops: 0,
@@ -417,6 +492,7 @@ impl Scenario {
                 "must be a whole number of bytes, 0 (not modelled) or more".into(),
             )
         })?;
+        let congestion = self.congestion(&invalid)?;
         let mut achieved = None;
         let w = &self.workload;
         for (field, v) in [
@@ -593,9 +669,56 @@ impl Scenario {
             roles,
             tcp,
             era,
+            congestion,
             achieved,
             jobs,
         })
+    }
+
+    /// `[tcp.nice]` as each source's congestion control.
+    fn congestion(&self, invalid: Invalid<'_>) -> Result<[Congestion; 3], ScenarioError> {
+        let mut out = [Congestion::Reno; 3];
+        let Some(n) = &self.tcp.nice else {
+            return Ok(out);
+        };
+        let cfg = crate::nice::Config {
+            threshold: *n.threshold.get_ref(),
+            fraction: *n.fraction.get_ref(),
+            min_cwnd: *n.min_cwnd.get_ref(),
+        };
+        if let Err(e) = cfg.validate() {
+            let (field, span) = match e {
+                crate::nice::ConfigError::Threshold(_) => {
+                    ("tcp.nice.threshold", n.threshold.span())
+                }
+                crate::nice::ConfigError::Fraction(_) => ("tcp.nice.fraction", n.fraction.span()),
+                crate::nice::ConfigError::MinCwnd(_) => ("tcp.nice.min_cwnd", n.min_cwnd.span()),
+            };
+            return Err(invalid(field, span, e.to_string()));
+        }
+        if n.sources.get_ref().is_empty() {
+            return Err(invalid(
+                "tcp.nice.sources",
+                n.sources.span(),
+                "name at least one source: \"child\", \"parent\" or \"origin\"".into(),
+            ));
+        }
+        for source in n.sources.get_ref() {
+            let i = match source.as_str() {
+                "child" => 0,
+                "parent" => 1,
+                "origin" => 2,
+                other => {
+                    return Err(invalid(
+                        "tcp.nice.sources",
+                        n.sources.span(),
+                        format!("`{other}` is not a source: \"child\", \"parent\" or \"origin\""),
+                    ))
+                }
+            };
+            out[i] = Congestion::Nice(cfg);
+        }
+        Ok(out)
     }
 }
 
@@ -1082,6 +1205,55 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("s.toml:2: workload.zipf_alpha"), "{e}");
+    }
+
+    #[test]
+    fn tcp_nice_names_the_sources_that_send_at_low_priority() {
+        let p = plan("[tcp.nice]\nsources = [\"parent\"]\nthreshold = 0.2\n").expect("valid");
+        assert_eq!(p.congestion_of(1), Congestion::Reno);
+        assert_eq!(p.congestion_of(3), Congestion::Reno);
+        assert_eq!(
+            p.congestion_of(2),
+            Congestion::Nice(crate::nice::Config {
+                threshold: 0.2,
+                ..crate::nice::Config::default()
+            })
+        );
+        assert!(p.uses_nice());
+        assert!(!plan("").expect("valid").uses_nice());
+    }
+
+    #[test]
+    fn tcp_nice_errors_name_the_line_and_field() {
+        let e = plan("[tcp.nice]\nsources = [\"parnet\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("s.toml:2: tcp.nice.sources: `parnet` is not a source"),
+            "{e}"
+        );
+        let e = plan("[tcp.nice]\nsources = []\n").unwrap_err().to_string();
+        assert!(e.starts_with("s.toml:2: tcp.nice.sources:"), "{e}");
+        let e = plan("[tcp.nice]\nsources = [\"origin\"]\nfraction = 1.5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.toml:3: tcp.nice.fraction: 1.5"), "{e}");
+        let e = plan("[tcp.nice]\nsources = [\"origin\"]\n\nmin_cwnd = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.toml:4: tcp.nice.min_cwnd:"), "{e}");
+        let e = plan("[tcp.nice]\nsources = [\"origin\"]\nthreshold = -1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.toml:3: tcp.nice.threshold:"), "{e}");
+        let e = plan("[tcp.nice]\nthreshold = 0.1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing field `sources`"), "{e}");
+        let e = plan("[tcp.nice]\nsources = [\"origin\"]\nt = 0.1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `t`"), "{e}");
     }
 
     #[test]

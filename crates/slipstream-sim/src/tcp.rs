@@ -9,8 +9,24 @@
 //! inflate by `dupwnd_`), a new ACK deflates and opens the window (`opencwnd`), and the
 //! retransmission timer follows `rtt_update` / `rtt_timeout` with `tcpTick_` granularity,
 //! exponential back-off and Karn's rule.
+//!
+//! A sender can also be a low-priority TCP Nice sender ([`Congestion::Nice`]): the same Reno
+//! machine with [`crate::nice`]'s early-congestion detector plugged in. A Reno sender never
+//! consults it, so Reno's behaviour (and its agreement with ns-2) is unchanged.
 
+use crate::nice::{self, Nice, Pace};
 use crate::time::{Nanos, MILLI, SECOND};
+
+/// How a sender responds to congestion.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Congestion {
+    /// TCP Reno as ns-2 models it: loss is the only congestion signal.
+    #[default]
+    Reno,
+    /// TCP Nice (OSDI 2002): Reno that also halves its window on early congestion (rising
+    /// RTTs) and may go below one packet, so that it uses only spare bandwidth.
+    Nice(nice::Config),
+}
 
 /// TCP parameters, with ns-2's names in the docs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -169,6 +185,12 @@ pub enum Action {
     },
     /// The last segment was acknowledged.
     Done,
+    /// Call [`Sender::on_wake`] at this time: a Nice sender whose window is below one packet
+    /// waits before its next packet.
+    Wake {
+        /// When.
+        at: Nanos,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,11 +234,20 @@ pub struct Sender {
     timer_pending: bool,
     retransmissions: u32,
     done: bool,
+    /// TCP Nice's detector, for a low-priority sender (boxed: most senders are Reno).
+    nice: Option<Box<Nice>>,
+    /// A [`Action::Wake`] is pending at this time.
+    wake_at: Option<Nanos>,
 }
 
 impl Sender {
-    /// A sender of `segments` data segments (plus the SYN when `cfg.syn`).
+    /// A Reno sender of `segments` data segments (plus the SYN when `cfg.syn`).
     pub fn new(cfg: TcpConfig, segments: u32) -> Sender {
+        Sender::with_congestion(cfg, segments, Congestion::Reno)
+    }
+
+    /// A sender of `segments` data segments that responds to congestion as `congestion` says.
+    pub fn with_congestion(cfg: TcpConfig, segments: u32, congestion: Congestion) -> Sender {
         Sender {
             cfg,
             total: i64::from(cfg.wire_segments(segments.max(1))),
@@ -247,7 +278,17 @@ impl Sender {
             timer_pending: false,
             retransmissions: 0,
             done: false,
+            nice: match congestion {
+                Congestion::Reno => None,
+                Congestion::Nice(c) => Some(Box::new(Nice::new(c))),
+            },
+            wake_at: None,
         }
+    }
+
+    /// The Nice detector of a low-priority sender.
+    pub fn nice(&self) -> Option<&Nice> {
+        self.nice.as_deref()
     }
 
     /// Segments retransmitted so far (`nrexmitpack_`).
@@ -287,7 +328,27 @@ impl Sender {
     }
 
     fn send_much(&mut self, now: Nanos, out: &mut Vec<Action>) {
-        let win = self.window();
+        let mut win = self.window();
+        if let (Some(n), 0) = (&self.nice, win) {
+            // OSDI 2002 §3: below one packet of window, one packet every 1/cwnd round-trips.
+            match n.pace(now) {
+                Pace::Send => {
+                    win = 1;
+                    if self.t_seqno == self.highest_ack + 1 && self.t_seqno == self.maxseq + 1 {
+                        // Nothing in flight: the timer still running from the last ACK times
+                        // nothing, and would fire early on the packet now leaving.
+                        self.cancel_rtx_timer();
+                    }
+                }
+                Pace::Wait(at) => {
+                    let waiting = self.t_seqno <= self.highest_ack + 1 && self.t_seqno < self.total;
+                    if waiting && self.wake_at.is_none_or(|w| w > at) {
+                        self.wake_at = Some(at);
+                        out.push(Action::Wake { at });
+                    }
+                }
+            }
+        }
         while self.t_seqno <= self.highest_ack + win && self.t_seqno < self.total {
             self.output(self.t_seqno, now, out);
             self.t_seqno += 1;
@@ -307,6 +368,9 @@ impl Sender {
                     self.rtt_ts = now;
                 }
             }
+        }
+        if let Some(n) = &mut self.nice {
+            n.on_send(seq, retransmission, self.cwnd, now);
         }
         out.push(Action::Send {
             seq: seq as u32,
@@ -395,22 +459,38 @@ impl Sender {
         } else {
             (self.window() / 2) as f64
         };
+        let before = self.cwnd;
         self.ssthresh = halfwin.trunc();
         self.cwnd = match cwnd_rule {
             CwndRule::Half => halfwin,
             CwndRule::Restart => 1.0,
         };
-        if self.ssthresh < 2.0 {
-            self.ssthresh = 2.0;
-        }
-        if self.cwnd < 1.0 {
-            self.cwnd = 1.0;
+        match &self.nice {
+            None => {
+                if self.ssthresh < 2.0 {
+                    self.ssthresh = 2.0;
+                }
+                if self.cwnd < 1.0 {
+                    self.cwnd = 1.0;
+                }
+            }
+            Some(n) => {
+                // Nice keeps Reno's response but not its floors: the window may stay below one
+                // packet (OSDI 2002 §3), and a loss never makes the sender more aggressive.
+                let floor = n.config().min_cwnd;
+                self.cwnd = self.cwnd.min(before).max(floor);
+                self.ssthresh = self.ssthresh.max(floor);
+            }
         }
     }
 
     /// `opencwnd` with `wnd_option_` 1: +1 per ACK in slow start, +1/cwnd after.
     fn opencwnd(&mut self) {
         if self.cwnd < self.ssthresh {
+            self.cwnd += 1.0;
+        } else if self.cwnd < 1.0 {
+            // Only a Nice window is below one packet. One ACK then ends a round of 1/cwnd
+            // round-trips, and +1/cwnd would add several packets at once: add one per round.
             self.cwnd += 1.0;
         } else {
             self.cwnd += 1.0 / self.cwnd;
@@ -449,11 +529,20 @@ impl Sender {
                 self.last_cwnd_action = CwndAction::Exited;
             }
             self.dupwnd = 0.0;
+            let previous = self.last_ack;
             // recv_newack_helper
             self.newack(ack, now, out);
             self.opencwnd();
             if self.last_ack == 0 && self.cfg.delay_growth {
                 self.cwnd = f64::from(self.window_init);
+            }
+            if let Some(n) = &mut self.nice {
+                if let Some(cwnd) = n.on_new_ack(previous, ack, self.maxseq, self.cwnd, now) {
+                    // Nice's multiplicative decrease on early congestion (OSDI 2002 §3),
+                    // possibly below one packet; it also ends slow start.
+                    self.cwnd = cwnd;
+                    self.ssthresh = cwnd;
+                }
             }
             if self.highest_ack >= self.total - 1 {
                 self.done = true;
@@ -501,6 +590,9 @@ impl Sender {
         self.recover = self.maxseq;
         self.last_cwnd_action = CwndAction::Dupack;
         self.slowdown(CwndRule::Half);
+        if let Some(n) = &mut self.nice {
+            n.on_loss(self.maxseq, self.cwnd, now);
+        }
         self.reset_rtx_timer(true, false, now, out);
         self.output(self.last_ack + 1, now, out);
         self.dupwnd = f64::from(self.cfg.dupack_threshold);
@@ -521,6 +613,9 @@ impl Sender {
             }
             self.last_cwnd_action = CwndAction::Timeout;
             self.slowdown(CwndRule::Restart);
+            if let Some(n) = &mut self.nice {
+                n.on_loss(self.maxseq, self.cwnd, now);
+            }
             self.reset_rtx_timer(false, true, now, out);
         } else {
             self.reset_rtx_timer(false, false, now, out);
@@ -528,6 +623,17 @@ impl Sender {
         self.last_cwnd_action = CwndAction::Timeout;
         self.dupwnd = 0.0;
         self.send_much(now, out);
+    }
+
+    /// The [`Action::Wake`] asked for came due: a Nice sender below one packet of window may
+    /// send again.
+    pub fn on_wake(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        if self.wake_at.is_some_and(|at| at <= now) {
+            self.wake_at = None;
+        }
+        if !self.done {
+            self.send_much(now, out);
+        }
     }
 }
 

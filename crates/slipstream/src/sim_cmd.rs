@@ -1,4 +1,5 @@
-//! `slipstream sim`: the packet-level simulator (paper 003).
+//! `slipstream sim`: the packet-level simulator (paper 003), and paper 000's prefetching
+//! clients over it (`--prefetch-files`, Fig. 13(c)'s loaded network).
 
 use std::path::PathBuf;
 
@@ -30,8 +31,33 @@ pub struct Args {
     /// fields), to diff against the exported script's `trace=` output.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub prefetch: Prefetch,
     #[command(subcommand)]
     pub command: Option<Sub>,
+}
+
+/// Paper 000's prefetching clients (§7.1, Fig. 13(c)). The scenario's transfers are the
+/// demand, dealt in turn to the clients and grouped into documents; after each document (at
+/// the request of its last file) its client prefetches files from the scenario's parent, the
+/// prefetch server of NPS's two-connection architecture, in hint lists: one connection per
+/// list, a client's lists one after another (its next list waits for the last). File sizes
+/// come from the scenario's size model. The parent sends with Reno, or with TCP Nice when
+/// `[tcp.nice]` names it. In transfers.csv the prefetches are the `parent` rows.
+#[derive(Debug, clap::Args)]
+pub struct Prefetch {
+    /// Files prefetched after each document (paper 000's No-Avoidance: pfrate 70).
+    #[arg(long, value_name = "FILES", conflicts_with_all = ["export_ns2", "dump_workload"])]
+    pub prefetch_files: Option<u32>,
+    /// Files per hint list, each fetched over its own connection (NPS: 10).
+    #[arg(long, default_value_t = 10, requires = "prefetch_files")]
+    pub hint_files: u32,
+    /// Demand files per document (NPS: a page and its embedded objects, 10).
+    #[arg(long, default_value_t = 10, requires = "prefetch_files")]
+    pub doc_files: u32,
+    /// Clients the demand is dealt to (Fig. 13(c): 2).
+    #[arg(long, default_value_t = 2, requires = "prefetch_files")]
+    pub clients: u32,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -123,8 +149,13 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
 
 fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
     let (out, plot) = (args.out.as_deref(), args.plot);
-    let plan = slipstream_sim::scenario::Scenario::load(path)?;
+    let mut plan = slipstream_sim::scenario::Scenario::load(path)?;
     if let Some(script) = &args.export_ns2 {
+        anyhow::ensure!(
+            !plan.uses_nice(),
+            "{}: ns-2 has no TCP Nice agent, so a scenario with [tcp.nice] cannot be exported",
+            path.display()
+        );
         let network = &plan.network;
         let labelled: Vec<_> = plan
             .transfers()
@@ -156,9 +187,29 @@ fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
         std::fs::write(dump, reference::format_workload(&plan.jobs))
             .with_context(|| format!("cannot write {}", dump.display()))?;
     }
+    let options = match args.prefetch.prefetch_files {
+        Some(files) => {
+            let demand = plan.jobs.len();
+            let options = add_prefetch(&mut plan, path, &args.prefetch, files)?;
+            eprintln!(
+                "{demand} demand transfers; {} prefetch connections of up to {} files each",
+                plan.jobs.len() - demand,
+                args.prefetch.hint_files
+            );
+            options
+        }
+        None => plan
+            .jobs
+            .iter()
+            .map(|j| slipstream_sim::net::Options {
+                congestion: plan.congestion_of(j.src),
+                after: None,
+            })
+            .collect(),
+    };
     let started = std::time::Instant::now();
     let mut trace = Vec::new();
-    let run = plan.run(args.trace.as_ref().map(|_| &mut trace));
+    let run = plan.run_with(&options, args.trace.as_ref().map(|_| &mut trace));
     let wall = started.elapsed().as_secs_f64();
     if let Some(path) = &args.trace {
         let text: String = trace.iter().map(|e| format!("{e}\n")).collect();
@@ -204,6 +255,77 @@ fn run_scenario(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Adds paper 000's prefetching (see [`Prefetch`]) to `plan`'s demand transfers; returns each
+/// job's run options, the prefetch lists chained per client.
+fn add_prefetch(
+    plan: &mut slipstream_sim::scenario::Plan,
+    path: &std::path::Path,
+    p: &Prefetch,
+    files: u32,
+) -> anyhow::Result<Vec<slipstream_sim::net::Options>> {
+    use rand::SeedableRng;
+    use slipstream_sim::net::Options;
+    use slipstream_sim::reference::Job;
+    anyhow::ensure!(
+        p.hint_files > 0 && p.doc_files > 0 && p.clients > 0,
+        "--hint-files, --doc-files and --clients must be at least 1"
+    );
+    anyhow::ensure!(
+        plan.jobs.iter().all(|j| j.src == 3),
+        "{}: with --prefetch-files the scenario's transfers are the demand, served by the origin: set [hits] child = 0 and parent = 0",
+        path.display()
+    );
+    // The scenario's own size model (planning has already validated it).
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let scenario: slipstream_sim::scenario::Scenario = toml::from_str(&text)?;
+    let sizes = scenario.workload.size_model().sampler()?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(scenario.seed ^ 0x000f_e7c4);
+    let mut options: Vec<Options> = plan
+        .jobs
+        .iter()
+        .map(|j| Options {
+            congestion: plan.congestion_of(j.src),
+            after: None,
+        })
+        .collect();
+    let prefetch = plan.congestion_of(2);
+    let demand = plan.jobs.len();
+    let mut next_id = plan.jobs.iter().map(|j| j.id + 1).max().unwrap_or(0);
+    let clients = p.clients as usize;
+    let mut last_list: Vec<Option<usize>> = vec![None; clients];
+    let mut in_document = vec![0u32; clients];
+    for i in 0..demand {
+        let client = i % clients;
+        in_document[client] += 1;
+        if in_document[client] < p.doc_files {
+            continue;
+        }
+        in_document[client] = 0;
+        // The document is complete: prefetch after its last file's request.
+        let start_s = plan.jobs[i].start_s;
+        let mut left = files;
+        while left > 0 {
+            let n = left.min(p.hint_files);
+            left -= n;
+            let size = (0..n).map(|_| sizes.sample(&mut rng)).sum();
+            options.push(Options {
+                congestion: prefetch,
+                after: last_list[client],
+            });
+            last_list[client] = Some(plan.jobs.len());
+            plan.jobs.push(Job {
+                id: next_id,
+                start_s,
+                src: 2,
+                size,
+            });
+            next_id += 1;
+        }
+    }
+    Ok(options)
 }
 
 /// Paper 003 Figure 2: latency against transfer size in packets, one series per source.

@@ -130,3 +130,46 @@ fn unknown_nodes_and_missing_routes_are_errors() {
         Err(NetError::NoNode(9))
     );
 }
+
+#[test]
+fn a_transfer_after_another_starts_when_it_completes() {
+    let (net, [client, child, _, _]) = chain(100);
+    let first = Transfer {
+        id: 0,
+        server: child,
+        client,
+        bytes: 10_000,
+        start: 0,
+    };
+    let second = Transfer {
+        id: 1,
+        start: MILLI,
+        ..first
+    };
+    let chained = [
+        Options::default(),
+        Options {
+            after: Some(0),
+            ..Options::default()
+        },
+    ];
+    let tcp = TcpConfig::ns2_235();
+    let run = net
+        .run_with(&[first, second], &chained, tcp, 100 * SECOND, None)
+        .expect("runs");
+    let alone = net.run(&[first], tcp, 100 * SECOND).expect("runs").results[0];
+    let [a, b] = [run.results[0], run.results[1]];
+    assert_eq!((a.transfer.id, b.transfer.id), (0, 1));
+    assert_eq!(a, alone, "the first ran alone");
+    // The second began when the first's last ACK arrived, on an idle path.
+    assert_eq!(b.received - a.acked, alone.received);
+    // Waiting for itself, or for a transfer not in the run, is an error.
+    let selfish = [Options {
+        after: Some(0),
+        ..Options::default()
+    }];
+    assert_eq!(
+        net.run_with(&[first], &selfish, tcp, SECOND, None),
+        Err(NetError::After { index: 0, after: 0 })
+    );
+}

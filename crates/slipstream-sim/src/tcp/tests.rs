@@ -30,6 +30,7 @@ fn run(segments: u32, one_way: Nanos, drop: &[u32]) -> (Nanos, Sender) {
                     events.insert((at, order), (2, g as i64));
                 }
                 Action::Done => return (now, s),
+                Action::Wake { .. } => unreachable!("a Reno sender never paces"),
             }
         }
         let Some(((t, _), (kind, value))) = events.pop_first() else {

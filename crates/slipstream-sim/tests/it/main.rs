@@ -4,6 +4,8 @@
 //! Uncongested scenarios must agree transfer by transfer to within the 1 µs the reference
 //! prints (plus rounding): the same TCP rules over the same links give the same times.
 
+mod nice;
+
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -96,18 +96,28 @@ fn no_store(mut r: Response<Body>) -> Response<Body> {
     r
 }
 
+/// A GET or HEAD of the endpoint itself with a valid query, or the response saying what is
+/// wrong.
+fn checked(req: &Request<Incoming>, rest: &str) -> Result<HintQuery, Box<Response<Body>>> {
+    if !rest.is_empty() {
+        return Err(Box::new(text(
+            StatusCode::NOT_FOUND,
+            "no such control endpoint",
+        )));
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return Err(Box::new(method_not_allowed("GET, HEAD")));
+    }
+    parse_query(req.uri().query())
+        .map_err(|why| Box::new(no_store(text(StatusCode::BAD_REQUEST, &why))))
+}
+
 #[async_trait]
 impl Endpoint for HintsEndpoint {
     async fn call(&self, req: Request<Incoming>, rest: &str) -> Response<Body> {
-        if !rest.is_empty() {
-            return text(StatusCode::NOT_FOUND, "no such control endpoint");
-        }
-        if req.method() != Method::GET && req.method() != Method::HEAD {
-            return method_not_allowed("GET, HEAD");
-        }
-        let q = match parse_query(req.uri().query()) {
+        let q = match checked(&req, rest) {
             Ok(q) => q,
-            Err(why) => return no_store(text(StatusCode::BAD_REQUEST, &why)),
+            Err(r) => return *r,
         };
         let a = self.0.answer(&q.url, q.prev.as_deref(), q.turn);
         let body = serde_json::json!({
@@ -131,15 +141,9 @@ pub struct SpeculationRules(pub Arc<Nps>);
 #[async_trait]
 impl Endpoint for SpeculationRules {
     async fn call(&self, req: Request<Incoming>, rest: &str) -> Response<Body> {
-        if !rest.is_empty() {
-            return text(StatusCode::NOT_FOUND, "no such control endpoint");
-        }
-        if req.method() != Method::GET && req.method() != Method::HEAD {
-            return method_not_allowed("GET, HEAD");
-        }
-        let q = match parse_query(req.uri().query()) {
+        let q = match checked(&req, rest) {
             Ok(q) => q,
-            Err(why) => return no_store(text(StatusCode::BAD_REQUEST, &why)),
+            Err(r) => return *r,
         };
         let urls = self.0.predictions(&q.url, q.prev.as_deref());
         let rules = serde_json::json!({

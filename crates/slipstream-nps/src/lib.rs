@@ -162,17 +162,26 @@ impl Nps {
         if self.settings.budget == Budget::Unlimited || !self.settings.admit_browser_prefetch {
             return true;
         }
+        let admitted = self.with_budget(|d, now, budget, rng| d.admit(now, budget, rng));
+        if !admitted {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        admitted
+    }
+
+    /// Runs `f` on the distributor with the time since start, the monitor's budget and the RNG,
+    /// under the lock that keeps them consistent.
+    fn with_budget<T>(
+        &self,
+        f: impl FnOnce(&mut Distributor, Duration, f64, &mut StdRng) -> T,
+    ) -> T {
         let now = self.started.elapsed();
         let mut c = self.control.lock();
         let budget = c.monitor.budget_per_s();
         let Control {
             distributor, rng, ..
         } = &mut *c;
-        let admitted = distributor.admit(now, budget, rng);
-        if !admitted {
-            self.refused.fetch_add(1, Ordering::Relaxed);
-        }
-        admitted
+        f(distributor, now, budget, rng)
     }
 
     /// The predictor's first list for a client at `current` after `previous`, without taking
@@ -205,13 +214,7 @@ impl Nps {
         let len = match self.settings.budget {
             Budget::Unlimited => self.settings.doc_files,
             Budget::Monitor => {
-                let now = self.started.elapsed();
-                let mut c = self.control.lock();
-                let budget = c.monitor.budget_per_s();
-                let Control {
-                    distributor, rng, ..
-                } = &mut *c;
-                match distributor.request(now, budget, rng) {
+                match self.with_budget(|d, now, budget, rng| d.request(now, budget, rng)) {
                     Grant::List(n) => n,
                     Grant::Wait(after) => {
                         return Answer {

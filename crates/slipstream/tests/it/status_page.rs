@@ -61,8 +61,8 @@ fn proxy_status_page_draws_its_charts_in_chromium() {
     );
 }
 
-/// Loads a node's status page in headless Chromium and checks that every chart plotted data.
-fn check_charts(node_addr: std::net::SocketAddr) -> String {
+/// A node's status page in headless Chromium, its DOM after five seconds of virtual time.
+fn status_dom(node_addr: std::net::SocketAddr) -> String {
     let profile = tempfile::tempdir().expect("profile dir");
     let out = Command::new(chromium())
         .args([
@@ -89,6 +89,12 @@ fn check_charts(node_addr: std::net::SocketAddr) -> String {
         "chromium failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    dom.into_owned()
+}
+
+/// Loads a node's status page in headless Chromium and checks that every chart plotted data.
+fn check_charts(node_addr: std::net::SocketAddr) -> String {
+    let dom = status_dom(node_addr);
     assert!(
         dom.contains("data-charts-drawn=\"4\""),
         "not every chart was drawn:\n{dom}"
@@ -114,7 +120,7 @@ fn check_charts(node_addr: std::net::SocketAddr) -> String {
         dom.contains("data-history-samples=\""),
         "the page did not load the node's history:\n{dom}"
     );
-    dom.into_owned()
+    dom
 }
 
 #[test]
@@ -181,26 +187,7 @@ fn a_prefetching_nodes_status_page_shows_its_monitor() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let profile = tempfile::tempdir().expect("profile dir");
-    let out = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--window-size=1280,1000",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("http://{}/_slipstream/status", node.addr))
-        .output()
-        .expect("run chromium");
-    let dom = String::from_utf8_lossy(&out.stdout);
+    let dom = status_dom(node.addr);
     assert!(
         dom.contains("data-prefetch-drawn=\"3\""),
         "the prefetch charts (budget, probes, bytes) were not all drawn:\n{dom}"

@@ -18,7 +18,10 @@
 //!   epoch) start doubling again, up to the budget at which the last overload was confirmed,
 //!   and additively past it (TCP's slow-start threshold): the load that caused the halving may
 //!   have gone, and spare capacity should not take minutes to be used again, but the level
-//!   that overloaded the server is approached carefully (`restart_after`). `slow_start = false`
+//!   that overloaded the server is approached carefully (`restart_after`). Doubling also stops,
+//!   without a halving, at the first sample above half the threshold (HyStart's rule for TCP,
+//!   Ha and Rhee 2011: the delay has started to rise, so the budget is near the spare capacity
+//!   and should grow additively from there rather than overshoot it by up to twice). `slow_start = false`
 //!   is the paper's rule exactly.
 //! - **The threshold from the knee** ([`knee`]): the paper supplies thresholds by hand and names
 //!   picking them automatically as future work, noting that response time is "nearly constant
@@ -141,6 +144,10 @@ impl Monitor {
     /// counts as over the threshold.
     pub fn sample(&mut self, rt: Option<Duration>) -> (Next, Change) {
         let over = rt.is_none_or(|rt| rt > self.config.threshold);
+        if self.starting && rt.is_none_or(|rt| rt > self.config.threshold / 2) {
+            self.starting = false;
+            self.increases = 0;
+        }
         if over {
             if !self.confirming {
                 self.confirming = true;
@@ -162,6 +169,7 @@ impl Monitor {
         } else {
             Change::None
         };
+
         self.good += 1;
         if self.good < self.config.samples_to_increase.max(1) {
             return (Next::NextEpoch, change);
@@ -322,6 +330,25 @@ mod tests {
             m.sample(Some(MS));
         }
         assert_eq!(m.budget_per_s(), 33.0);
+    }
+
+    #[test]
+    fn slow_start_ends_when_probes_pass_half_the_threshold() {
+        let mut m = Monitor::new(MonitorConfig {
+            threshold: 10 * MS,
+            ..MonitorConfig::default()
+        });
+        for _ in 0..15 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 8.0);
+        // 6 ms: under the threshold, over half of it. No halving, but no more doubling.
+        assert_eq!(m.sample(Some(6 * MS)), (Next::NextEpoch, Change::None));
+        assert!(!m.slow_starting());
+        for _ in 0..4 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 9.0);
     }
 
     #[test]

@@ -107,6 +107,9 @@ struct Control {
     curve: Vec<(f64, u64)>,
     /// The threshold in force (configured, or found at start-up).
     threshold: Duration,
+    /// Where it came from: `configured`, `pending` (start-up curve not measured yet), or a
+    /// `ThresholdSource` name.
+    threshold_source: &'static str,
 }
 
 /// The answer to a hint request.
@@ -134,6 +137,11 @@ impl Nps {
                 samples: VecDeque::with_capacity(SAMPLES_KEPT),
                 curve: Vec::new(),
                 threshold,
+                threshold_source: if settings.threshold.is_some() {
+                    "configured"
+                } else {
+                    "pending"
+                },
             }),
             settings,
             started: Instant::now(),
@@ -260,11 +268,12 @@ impl Nps {
         next
     }
 
-    /// Sets the threshold found at start-up, with the curve it came from.
-    pub fn calibrated(&self, threshold: Duration, curve: Vec<(f64, u64)>) {
+    /// Sets the threshold found at start-up, where it came from and the curve it came from.
+    pub fn calibrated(&self, threshold: Duration, source: &'static str, curve: Vec<(f64, u64)>) {
         let mut c = self.control.lock();
         c.monitor.set_threshold(threshold);
         c.threshold = threshold;
+        c.threshold_source = source;
         c.curve = curve;
     }
 
@@ -293,6 +302,7 @@ impl Nps {
             "doc_files": self.settings.doc_files,
             "threshold_us": c.threshold.as_micros() as u64,
             "threshold_configured": self.settings.threshold.is_some(),
+            "threshold_source": c.threshold_source,
             "startup_curve": c.curve.iter().map(|(x, us)| serde_json::json!([x, us])).collect::<Vec<_>>(),
             "budget_per_s": c.monitor.budget_per_s(),
             "slow_start": c.monitor.slow_starting(),

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use slipstream_prefetch::monitor::{threshold_from_curve, Next};
+use slipstream_prefetch::monitor::{startup_threshold, Next};
 use tokio::time::MissedTickBehavior;
 
 use crate::{Nps, PROBE_HEADER};
@@ -83,6 +83,16 @@ fn median(mut v: Vec<Duration>) -> Option<Duration> {
 /// Measures the start-up curve and sets the threshold at its knee.
 async fn calibrate(nps: &Nps, client: &HttpClient, uri: &http::Uri) {
     let timeout = nps.settings().probe_timeout;
+    let traffic = || {
+        nps.demand
+            .requests
+            .load(std::sync::atomic::Ordering::Relaxed)
+            + nps
+                .prefetch
+                .requests
+                .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = traffic();
     let mut curve = Vec::new();
     for level in LEVELS {
         let mut times = Vec::with_capacity(level * ROUNDS);
@@ -97,18 +107,16 @@ async fn calibrate(nps: &Nps, client: &HttpClient, uri: &http::Uri) {
             curve.push((level as f64, m));
         }
     }
-    let floor = nps.settings().min_threshold;
-    let threshold = threshold_from_curve(&curve, floor).unwrap_or_else(|| {
-        // No knee: the curve never rose. Twice its highest point, at least the floor.
-        let top = curve.iter().map(|(_, d)| *d).max().unwrap_or(floor);
-        (top * 2).max(floor)
-    });
+    let loaded = traffic() != before;
+    let (threshold, source) = startup_threshold(&curve, nps.settings().min_threshold, loaded);
     tracing::info!(
         ?threshold,
+        source = source.name(),
         "prefetch monitor: threshold from the start-up curve"
     );
     nps.calibrated(
         threshold,
+        source.name(),
         curve
             .iter()
             .map(|(x, d)| (*x, d.as_micros() as u64))

@@ -241,6 +241,51 @@ pub fn threshold_from_curve(points: &[(f64, Duration)], floor: Duration) -> Opti
     Some(((before + points[i].1) / 2).max(floor))
 }
 
+/// Where a start-up threshold came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThresholdSource {
+    /// The knee of the curve ([`threshold_from_curve`]).
+    Knee,
+    /// The curve never rose: twice its highest point.
+    NoKnee,
+    /// Demand arrived while the curve was measured, so it describes the load as much as the
+    /// server: the floor.
+    Loaded,
+}
+
+impl ThresholdSource {
+    /// A short name for the status.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThresholdSource::Knee => "knee",
+            ThresholdSource::NoKnee => "no knee",
+            ThresholdSource::Loaded => "floor: load during calibration",
+        }
+    }
+}
+
+/// The threshold to start with from a start-up curve: at its knee; twice its highest point if
+/// it has none; the floor if other traffic arrived while it was measured (`loaded`). A curve
+/// measured under load can put the knee far above the idle server's (seen: 124 ms where the
+/// idle knee is about 1 ms), and a threshold too high never sees the server loaded; the floor
+/// errs, as the paper's monitor does, on the side of not interfering (000 §3.3).
+pub fn startup_threshold(
+    curve: &[(f64, Duration)],
+    floor: Duration,
+    loaded: bool,
+) -> (Duration, ThresholdSource) {
+    if loaded {
+        return (floor, ThresholdSource::Loaded);
+    }
+    match threshold_from_curve(curve, floor) {
+        Some(t) => (t, ThresholdSource::Knee),
+        None => {
+            let top = curve.iter().map(|(_, d)| *d).max().unwrap_or(floor);
+            ((top * 2).max(floor), ThresholdSource::NoKnee)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,6 +423,26 @@ mod tests {
         assert_eq!(
             threshold_from_curve(&with_time, 8 * MS),
             Some(Duration::from_millis(8))
+        );
+    }
+
+    #[test]
+    fn a_curve_measured_under_load_gives_the_floor() {
+        let curve: Vec<(f64, Duration)> = [(1.0, 1u64), (2.0, 1), (4.0, 2), (8.0, 40), (16.0, 120)]
+            .iter()
+            .map(|(x, ms)| (*x, *ms as u32 * MS))
+            .collect();
+        let (t, source) = startup_threshold(&curve, MS, false);
+        assert_eq!(source, ThresholdSource::Knee);
+        assert!(t > MS && t < 40 * MS, "{t:?}");
+        assert_eq!(
+            startup_threshold(&curve, MS, true),
+            (MS, ThresholdSource::Loaded)
+        );
+        let flat = [(1.0, 3 * MS), (2.0, 3 * MS), (4.0, 3 * MS)];
+        assert_eq!(
+            startup_threshold(&flat, MS, false),
+            (6 * MS, ThresholdSource::NoKnee)
         );
     }
 

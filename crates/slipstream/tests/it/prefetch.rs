@@ -204,6 +204,11 @@ fn the_threshold_is_found_at_the_knee_when_not_configured() {
         s["startup_curve"].as_array().is_some_and(|c| c.len() == 7)
     });
     assert_eq!(s["threshold_configured"], false);
+    // Nothing but the monitor's own probes reached the idle node while it measured.
+    assert!(
+        s["threshold_source"] == "knee" || s["threshold_source"] == "no knee",
+        "{s}"
+    );
     let threshold = s["threshold_us"].as_u64().unwrap();
     assert!(
         threshold >= 1000,

@@ -4,7 +4,7 @@
 // serve a demand request (§5: a short lifetime, so prefetched data leaves the cache early), and
 // how to read the hint server's answer. sw.js does the fetching and the Cache Storage.
 
-/** Defaults; a page's configuration may change them. */
+/** The agent's settings (fixed for now; the functions take them as an argument for tests). */
 export const PREFETCH_DEFAULTS = Object.freeze({
   /** Prefetched bytes allowed per demand byte of the page that asked (§5's ratio). */
   bytes_per_demand_byte: 10,

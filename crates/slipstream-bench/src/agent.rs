@@ -320,7 +320,7 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
     };
     let leave = arrived + plan.visit;
     let fixed_base = plan.prefetch_base.as_ref().and_then(|b| base_of(b).ok());
-    let query: String = form_urlencoded_path(doc);
+    let query: String = form_urlencoded::byte_serialize(doc.as_bytes()).collect();
     let mut cache: HashSet<String> = files.iter().cloned().collect();
     let mut turn = 0usize;
     while turn < turns && Instant::now() < leave {
@@ -398,18 +398,4 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
             (_, None) => return,
         }
     }
-}
-
-/// A path as a query value (percent-encoding what a query value cannot hold).
-fn form_urlencoded_path(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for b in path.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }

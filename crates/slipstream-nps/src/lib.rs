@@ -308,7 +308,7 @@ impl Nps {
             "slow_start": c.monitor.slow_starting(),
             "p": c.distributor.p(c.monitor.budget_per_s()),
             "lists": totals.lists,
-            "listed_files": totals.files,
+            "granted_files": totals.files,
             "waits": totals.waits,
             "demand": self.demand.json(),
             "prefetch": self.prefetch.json(),

@@ -55,9 +55,10 @@ pub struct Distributor {
 pub struct Totals {
     /// Hint requests answered with a list.
     pub lists: u64,
-    /// Files in those lists (at most; a list may be shorter when fewer are predicted).
+    /// Files granted: those lists' (at most; a list may be shorter when fewer are
+    /// predicted) and single prefetches [`Distributor::admit`]ted.
     pub files: u64,
-    /// Hint requests told to wait for the next epoch.
+    /// Hint requests told to wait.
     pub waits: u64,
 }
 
@@ -167,11 +168,10 @@ impl Distributor {
         self.advance(now);
         let left = budget_per_s * self.epoch.as_secs_f64() - self.granted as f64;
         let admit = left >= 1.0 || (left > 0.0 && rng.gen_bool(left.min(1.0)));
+        // Refusals are not hint-list waits; the caller counts them.
         if admit {
             self.granted += 1;
             self.totals.files += 1;
-        } else {
-            self.totals.waits += 1;
         }
         admit
     }

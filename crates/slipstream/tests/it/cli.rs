@@ -60,16 +60,7 @@ fn bad_configs_get_clear_errors() {
 fn demo_starts_and_answers() {
     // Its files in a directory the test removes (a killed demo cannot clean up).
     let files = tempfile::tempdir().expect("tempdir");
-    let node = start(
-        &[
-            "demo",
-            "--listen",
-            "127.0.0.1:0",
-            "--site-dir",
-            files.path().to_str().expect("utf-8"),
-        ],
-        "site:",
-    );
+    let node = crate::support::demo(files.path());
     let home = get(node.addr, "/");
     assert_eq!(home.status, 200);
     assert!(String::from_utf8_lossy(&home.body).contains("slipstream demo site"));

@@ -238,16 +238,7 @@ fn a_bad_prefetch_table_is_refused_with_its_field() {
 #[test]
 fn the_demo_prefetches() {
     let files = tempfile::tempdir().expect("tempdir");
-    let node = crate::support::start(
-        &[
-            "demo",
-            "--listen",
-            "127.0.0.1:0",
-            "--site-dir",
-            files.path().to_str().expect("utf-8"),
-        ],
-        "site:",
-    );
+    let node = crate::support::demo(files.path());
     let line = node.wait_for_line("NPS:");
     let origin: SocketAddr = line
         .split("http://")

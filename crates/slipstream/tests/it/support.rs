@@ -97,6 +97,21 @@ pub fn serve(dir: &Path, extra: &[&str]) -> Node {
     start(&args, "slipstream serve:")
 }
 
+/// `slipstream demo` on an ephemeral port, its files in `files` (a directory the test removes:
+/// a killed demo cannot clean up).
+pub fn demo(files: &Path) -> Node {
+    start(
+        &[
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--site-dir",
+            files.to_str().expect("utf-8"),
+        ],
+        "site:",
+    )
+}
+
 /// A parsed HTTP/1.1 response.
 #[derive(Debug)]
 pub struct Reply {

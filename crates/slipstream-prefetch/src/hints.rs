@@ -54,6 +54,8 @@ impl Default for HintsConfig {
 const TOP_EVERY: u64 = 1024;
 /// How many popular URLs are kept ranked.
 const TOP_KEEP: usize = 256;
+/// How many embedded objects are remembered per page.
+const MAX_EMBEDS: usize = 64;
 
 /// The hint server's model: PPM-n/w and popularity, trained online.
 #[derive(Debug, Clone)]
@@ -67,6 +69,9 @@ pub struct Hints {
     learnt: u64,
     clients: HashMap<String, History>,
     arrival: VecDeque<String>,
+    /// Each page's embedded objects: those its clients requested after it and before their
+    /// next page. A client asking for hints has just loaded them, so they are never hinted.
+    embeds: HashMap<u32, Vec<u32>>,
     /// Requests not learnt because `max_urls` was reached.
     unlearnt: u64,
 }
@@ -100,6 +105,7 @@ impl Hints {
             learnt: 0,
             clients: HashMap::new(),
             arrival: VecDeque::new(),
+            embeds: HashMap::new(),
             unlearnt: 0,
         }
     }
@@ -146,6 +152,15 @@ impl Hints {
             self.arrival.push_back(client.to_owned());
         }
         let history = self.clients.get_mut(client).expect("inserted above");
+        if !page {
+            if let Some(&parent) = history.context(1).first() {
+                // Pages are symbols too, so at most `max_urls` entries.
+                let embeds = self.embeds.entry(parent).or_default();
+                if embeds.len() < MAX_EMBEDS && !embeds.contains(&sym) {
+                    embeds.push(sym);
+                }
+            }
+        }
         self.ppm.learn(history, item);
         let mut scratch = History::new();
         self.popularity.learn(&mut scratch, item);
@@ -163,7 +178,8 @@ impl Hints {
 
     /// The `turn`-th list (from 0) of at most `len` URLs for a client whose current document
     /// is `current` and previous one `previous`: PPM's ranking from the client's context, the
-    /// popular URLs after it. The documents themselves are never hinted.
+    /// popular URLs after it. The documents themselves and the objects embedded in them (the
+    /// client has just loaded both) are never hinted.
     pub fn hints(
         &self,
         current: &str,
@@ -175,6 +191,9 @@ impl Hints {
         for doc in previous.into_iter().chain(Some(current)) {
             if let Some(sym) = self.symbols.find(doc) {
                 history.push(Item::page(sym));
+                for &e in self.embeds.get(&sym).into_iter().flatten() {
+                    history.push(Item::embedded(e));
+                }
             }
         }
         let skip = turn.saturating_mul(len);
@@ -191,7 +210,11 @@ impl Hints {
                     break;
                 }
                 let name = self.symbols.name(sym);
-                if name != current && Some(name) != previous && !ranked.contains(&sym) {
+                if name != current
+                    && Some(name) != previous
+                    && !history.has_seen(sym)
+                    && !ranked.contains(&sym)
+                {
                     ranked.push(sym);
                 }
             }
@@ -255,6 +278,26 @@ mod tests {
         assert_eq!(list.len(), 3);
         assert!(list.contains(&"/home".to_owned()) || list.contains(&"/news".to_owned()));
         assert!(!h.hints("/home", None, 0, 10).contains(&"/home".to_owned()));
+    }
+
+    #[test]
+    fn a_documents_own_objects_are_never_hinted() {
+        let mut h = Hints::new(HintsConfig::default());
+        for c in 0..30 {
+            visit(&mut h, &format!("c{c}"), &["/a", "/b"]);
+        }
+        // Without the rule, /a.png (it follows /a in every window) would rank first.
+        let list: Vec<String> = (0..5).flat_map(|t| h.hints("/a", None, t, 2)).collect();
+        assert!(!list.contains(&"/a.png".to_owned()), "{list:?}");
+        assert!(list.contains(&"/b".to_owned()) && list.contains(&"/b.png".to_owned()));
+        // Nor from the popular fill, nor the previous document's.
+        let list: Vec<String> = (0..5)
+            .flat_map(|t| h.hints("/b", Some("/a"), t, 2))
+            .collect();
+        assert!(
+            !list.contains(&"/a.png".to_owned()) && !list.contains(&"/b.png".to_owned()),
+            "{list:?}"
+        );
     }
 
     #[test]

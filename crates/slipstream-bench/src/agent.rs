@@ -10,7 +10,7 @@
 //! - [`Prefetching::Hinted`]: what the hint server grants, following `next_turn` and waiting
 //!   out `retry_after_ms` (Monitor), for as long as the client stays (`visit`).
 //!
-//! Prefetches carry `Sec-Purpose: prefetch`, go to the prefetch base (the prefetch listener,
+//! Prefetches carry `Purpose: prefetch` (as the browser agent's do), go to the prefetch base (the prefetch listener,
 //! or the demand server itself), at most six at once as a browser does per host, and skip what
 //! the client's cache already holds.
 
@@ -257,7 +257,10 @@ async fn fetch(
 ) -> Result<(http::StatusCode, Bytes), ErrorKind> {
     let mut req = http::Request::get(url).header(http::header::USER_AGENT, client);
     if prefetch {
-        req = req.header("sec-purpose", "prefetch");
+        // As the browser agent marks its prefetches (a worker cannot send `Sec-Purpose`).
+        // `Sec-Purpose` is a browser's own prefetch, which no hint list granted: the server
+        // would charge it to the budget a second time.
+        req = req.header("purpose", "prefetch");
     }
     let req = req.body(Empty::new()).map_err(|_| ErrorKind::Io)?;
     let exchange = async {

@@ -261,3 +261,56 @@ fn the_demo_prefetches() {
     let warm = node.wait_for_line("warm-up:");
     assert!(warm.contains("hint requests"), "{warm}");
 }
+
+#[test]
+fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
+    let site = pages();
+    let node = serve(
+        site.path(),
+        &[
+            "--prefetch",
+            "--set",
+            "prefetch.probe_path=/a.html",
+            "--set",
+            "prefetch.threshold_ms=2s",
+            "--set",
+            "prefetch.doc_files=2",
+        ],
+    );
+    wait_until(node.addr, "the budget grown", |s| {
+        s["budget_per_s"].as_f64().unwrap() >= 100.0
+    });
+    let urls = site.path().join("urls.txt");
+    std::fs::write(&urls, "/a.html\n/b.html\n/c.html\n/d.html\n/e.html\n").expect("write");
+    let out = crate::support::bin()
+        .args([
+            "bench",
+            &format!("http://{}", node.addr),
+            "--urls",
+            urls.to_str().unwrap(),
+            "--rate",
+            "20",
+            "--agents",
+            "hinted",
+            "--doc-files",
+            "2",
+            "--visit",
+            "1s",
+            "--duration",
+            "2s",
+            "-q",
+        ])
+        .output()
+        .expect("run bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = status(node.addr);
+    assert!(s["prefetch"]["requests"].as_u64().unwrap() > 0, "{s}");
+    // Every granted file was a list's: the agents' prefetches are the agent's (`Purpose`),
+    // not browser prefetches admitted against the budget a second time.
+    assert_eq!(s["granted_files"], s["lists"].as_u64().unwrap() * 2, "{s}");
+    assert_eq!(s["refused_browser_prefetches"], 0, "{s}");
+}

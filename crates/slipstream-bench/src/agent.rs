@@ -61,8 +61,11 @@ pub struct AgentPlan {
     /// `documents` (wrapping), fetched six at a time as a browser fetches a page's objects.
     /// A demand response time is the whole document's.
     pub doc_files: usize,
-    /// Demand documents per second.
+    /// Demand documents per second (the mean, with a `rate_profile`).
     pub rate_per_s: f64,
+    /// A bursty load: second `i` of the run arrives at `rate_per_s × profile[i] / mean`
+    /// (the profile repeats if the run is longer); empty, a constant rate.
+    pub rate_profile: Vec<f64>,
     /// No arrival after this long.
     pub duration: Duration,
     /// Clients in progress at most; an arrival beyond is counted as `overload`.
@@ -177,6 +180,7 @@ pub async fn run_agents(
     if plan.documents.is_empty() {
         bail!("no documents to request");
     }
+    let schedule = Schedule::new(plan.rate_per_s, &plan.rate_profile)?;
     let weights =
         WeightedIndex::new(plan.documents.iter().map(|(_, w)| *w)).context("document weights")?;
     base_of(&plan.base)?;
@@ -193,7 +197,7 @@ pub async fn run_agents(
         counts: Counts::default(),
     });
     let start = Instant::now();
-    let interval = Duration::from_secs_f64(1.0 / shared.plan.rate_per_s);
+    let mut offset = Duration::ZERO;
     let mut rng = StdRng::seed_from_u64(shared.plan.seed);
     let in_flight = Arc::new(tokio::sync::Semaphore::new(
         shared.plan.max_in_flight.max(1),
@@ -202,10 +206,11 @@ pub async fn run_agents(
     let mut n: u32 = 0;
     let mut last_progress = start;
     loop {
-        let at = start + interval * n;
-        if at >= start + shared.plan.duration {
+        let Some(next) = schedule.next(offset, shared.plan.duration) else {
             break;
-        }
+        };
+        offset = next.1;
+        let at = start + next.0;
         tokio::time::sleep_until(at).await;
         n += 1;
         if last_progress.elapsed() >= Duration::from_millis(500) {
@@ -246,6 +251,55 @@ pub async fn run_agents(
         hint_waits: c.hint_waits.load(Ordering::Relaxed),
         cache_skips: c.cache_skips.load(Ordering::Relaxed),
     })
+}
+
+/// When documents arrive: at a constant rate, or at a rate that changes every second.
+#[derive(Debug, Clone)]
+struct Schedule {
+    /// Documents a second in each second of the profile (one entry: constant).
+    rates: Vec<f64>,
+}
+
+impl Schedule {
+    fn new(mean: f64, profile: &[f64]) -> anyhow::Result<Schedule> {
+        if profile.is_empty() {
+            return Ok(Schedule { rates: vec![mean] });
+        }
+        if let Some(i) = profile.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
+            bail!(
+                "rate profile, second {}: `{}` is not a non-negative number",
+                i + 1,
+                profile[i]
+            );
+        }
+        let sum: f64 = profile.iter().sum();
+        if sum <= 0.0 {
+            bail!("the rate profile is all zero: no document would ever arrive");
+        }
+        let scale = mean * profile.len() as f64 / sum;
+        Ok(Schedule {
+            rates: profile.iter().map(|v| v * scale).collect(),
+        })
+    }
+
+    fn rate_at(&self, t: Duration) -> f64 {
+        self.rates[(t.as_secs() % self.rates.len() as u64) as usize]
+    }
+
+    /// The arrival at or after `offset` (from the run's start) and the offset of the one after
+    /// it; `None` once `duration` is reached. A second with rate 0 has no arrivals.
+    fn next(&self, mut offset: Duration, duration: Duration) -> Option<(Duration, Duration)> {
+        loop {
+            if offset >= duration {
+                return None;
+            }
+            let rate = self.rate_at(offset);
+            if rate > 0.0 {
+                return Some((offset, offset + Duration::from_secs_f64(1.0 / rate)));
+            }
+            offset = Duration::from_secs(offset.as_secs() + 1);
+        }
+    }
 }
 
 /// GETs `url`, reading the whole body; (status, body) or the error kind.
@@ -400,5 +454,50 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
             (_, Some(next)) => turn = next as usize,
             (_, None) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arrivals(s: &Schedule, duration: Duration) -> Vec<Duration> {
+        let mut out = Vec::new();
+        let mut offset = Duration::ZERO;
+        while let Some((at, next)) = s.next(offset, duration) {
+            out.push(at);
+            offset = next;
+        }
+        out
+    }
+
+    #[test]
+    fn a_constant_rate_arrives_evenly() {
+        let s = Schedule::new(10.0, &[]).unwrap();
+        let a = arrivals(&s, Duration::from_secs(2));
+        assert_eq!(a.len(), 20);
+        assert_eq!(a[1], Duration::from_millis(100));
+    }
+
+    #[test]
+    fn a_profile_keeps_the_mean_and_follows_its_seconds() {
+        // Seconds at 0, 3 and 1 parts of a mean of 20/s: 0, 45 and 15 arrivals.
+        let s = Schedule::new(20.0, &[0.0, 3.0, 1.0]).unwrap();
+        let a = arrivals(&s, Duration::from_secs(3));
+        let per_second = |k: u64| a.iter().filter(|t| t.as_secs() == k).count();
+        assert_eq!(per_second(0), 0);
+        assert!((44..=46).contains(&per_second(1)), "{}", per_second(1));
+        assert!((14..=16).contains(&per_second(2)), "{}", per_second(2));
+        // It repeats: second 3 is second 0 again.
+        let a = arrivals(&s, Duration::from_secs(5));
+        assert_eq!(a.iter().filter(|t| t.as_secs() == 3).count(), 0);
+    }
+
+    #[test]
+    fn bad_profiles_are_refused_with_their_second() {
+        let e = Schedule::new(5.0, &[1.0, -2.0]).unwrap_err().to_string();
+        assert!(e.contains("second 2"), "{e}");
+        assert!(Schedule::new(5.0, &[1.0, f64::NAN]).is_err());
+        assert!(Schedule::new(5.0, &[0.0, 0.0]).is_err());
     }
 }

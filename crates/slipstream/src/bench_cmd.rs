@@ -21,6 +21,31 @@ fn parse_prefetching(s: &str) -> Result<Prefetching, String> {
     }
 }
 
+/// A `--rate-profile` file: one number a line (blank lines and `#` comments passed over).
+fn read_profile(path: &std::path::Path) -> anyhow::Result<Vec<f64>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the rate profile {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.is_empty() {
+            continue;
+        }
+        let v: f64 = line.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "{}:{}: `{line}` is not a number (a rate profile has one relative rate a line)",
+                path.display(),
+                i + 1
+            )
+        })?;
+        out.push(v);
+    }
+    if out.is_empty() {
+        anyhow::bail!("the rate profile {} has no rates", path.display());
+    }
+    Ok(out)
+}
+
 /// `--agents`: clients that prefetch, at `rate` documents a second.
 fn run_agents(
     args: &Args,
@@ -36,12 +61,17 @@ fn run_agents(
         Some(u) => Some(u.parse().with_context(|| format!("`{u}` is not a URL"))?),
         None => None,
     };
+    let rate_profile = match &args.rate_profile {
+        Some(path) => read_profile(path)?,
+        None => Vec::new(),
+    };
     let plan = AgentPlan {
         base,
         prefetch_base,
         documents,
         doc_files: args.doc_files,
         rate_per_s: rate,
+        rate_profile,
         duration: args.duration,
         max_in_flight: args.max_in_flight,
         prefetching: mode,
@@ -135,6 +165,10 @@ pub struct Args {
     /// listener, else the server under test].
     #[arg(long, requires = "agents")]
     pub prefetch_base: Option<String>,
+    /// A bursty load for the agents: a file of one number a line, the relative arrival rate
+    /// of each second (repeated if the run is longer), scaled so that the mean is --rate.
+    #[arg(long, requires = "agents")]
+    pub rate_profile: Option<PathBuf>,
     /// How long an agent client stays prefetching after its document arrived.
     #[arg(long, value_parser = slipstream_units::duration, default_value = "2s")]
     pub visit: Duration,

@@ -177,6 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             documents: vec![("/".into(), 2.0), ("/about.html".into(), 1.0)],
             doc_files: 1,
             rate_per_s: 20.0,
+            rate_profile: Vec::new(),
             duration: Duration::from_secs(3),
             max_in_flight: 64,
             prefetching: slipstream_bench::agent::Prefetching::Hinted,

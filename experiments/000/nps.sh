@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
-# Paper 000, Figs. 4–5 (server interference, constant-rate demand): demand response time,
-# demand and prefetch bandwidth against the demand rate, for No-Prefetching, No-Avoidance
-# (pfrate 1 and 5) and the Monitor at several thresholds (the knee found at start-up, and fixed ones). Every (rate, policy) run gets a fresh
-# server; policies are interleaved within each rate; every run is recorded in runs.csv.
+# Paper 000, Figs. 4–6 (server interference): demand response time, demand and prefetch
+# bandwidth for No-Prefetching, No-Avoidance (pfrate 1 and 5) and the Monitor at several
+# thresholds (the knee found at start-up, and fixed ones), at constant demand rates (Figs. 4–5)
+# and under a bursty load (Fig. 6). Every run gets a fresh server; policies are interleaved
+# within each rate; every run is recorded in runs.csv and bursty.csv.
 #
-#   ./experiments/000/nps.sh            # LEVELS, REPS, WARM, RUN, SHARE, THRESHOLDS below
+#   ./experiments/000/nps.sh            # LEVELS, REPS, WARM, RUN, SHARE, THRESHOLDS, BURST_* below
 #
 # The server runs on core 0 with one worker, its CPU capped at SHARE % of that core by a
-# cgroup (the paper's 450 MHz server was half as fast as its 930 MHz clients; uncapped, our
-# server outruns the load generator on the other core and nothing would ever be loaded).
-# The agents (`slipstream bench --agents`) run on core 1. Needs root for the cgroup; without
-# it the server runs uncapped and the script says so.
+# cgroup with a PERIOD_US period (the paper's 450 MHz server was half as fast as its 930 MHz
+# clients; uncapped, our server outruns the load generator on the other core and nothing would
+# ever be loaded). CFS stops a capped server for the rest of a period once it has used its share,
+# so the period is as short as the kernel's 1 ms minimum quota allows. The agents
+# (`slipstream bench --agents`) run on core 1. Needs root for the cgroup; without it the server
+# runs uncapped and the script says so.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-docs/experiments/000}
-LEVELS=${LEVELS:-"50 100 200 300 400 500 600"}
+LEVELS=${LEVELS:-"200 400 600 800 1000 1200"}
 REPS=${REPS:-1}
 WARM=${WARM:-8s}
 RUN=${RUN:-8s}
-SHARE=${SHARE:-30}
+SHARE=${SHARE:-50}
+PERIOD_US=${PERIOD_US:-2000}  # the CFS period; a capped server pauses at most (100 - SHARE) % of it
 THRESHOLDS=${THRESHOLDS:-"knee 1 3"}   # "knee": found at start-up; N: N ms
+BURST_RATE=${BURST_RATE:-500}      # Fig. 6: the bursty load's mean, documents/s
+BURST_SECONDS=${BURST_SECONDS:-30} # and its length
 DOC_FILES=10
 
 cargo build --release --locked -p slipstream >&2
@@ -28,14 +34,19 @@ work=$(mktemp -d)
 cleanup() { [ -n "${SP:-}" ] && kill "$SP" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
-# The site: 1,000 files of 8 KB; a document is a page and the nine files after it.
+# The site: 100 documents, each a page and nine embedded images (1,000 files of 8 KB). Clients
+# arrive at pages (the images have weight 0 in the URL list) and fetch the nine that follow.
 mkdir -p "$work/site"
-for i in $(seq -w 0 999); do head -c 8000 /dev/zero | tr '\0' "${i: -1}" > "$work/site/f$i.html"; done
-seq -w 0 999 | sed 's|^|/f|; s|$|.html|' > "$work/urls.txt"
+: > "$work/urls.txt"
+for i in $(seq -w 0 999); do
+  if [ "${i: -1}" = 0 ]; then f=f$i.html; w=1; else f=f$i.png; w=0; fi
+  head -c 8000 /dev/zero | tr '\0' "${i: -1}" > "$work/site/$f"
+  echo "$w /$f" >> "$work/urls.txt"
+done
 
 cg=/sys/fs/cgroup/cpu/slipstream-nps
-if mkdir -p "$cg" 2>/dev/null && echo 5000 > "$cg/cpu.cfs_period_us" 2>/dev/null \
-   && echo $((SHARE * 50)) > "$cg/cpu.cfs_quota_us" 2>/dev/null; then
+if mkdir -p "$cg" 2>/dev/null && echo "$PERIOD_US" > "$cg/cpu.cfs_period_us" 2>/dev/null \
+   && echo $((SHARE * PERIOD_US / 100)) > "$cg/cpu.cfs_quota_us" 2>/dev/null; then
   capped=yes
 else
   capped=no
@@ -49,12 +60,28 @@ done
 
 mkdir -p "$OUT/nps"
 csv="$OUT/nps/runs.csv"
-echo "rep,rate,policy,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kBps,prefetch_kBps,prefetches,hint_requests,hint_waits,errors,final_budget" > "$csv"
-total=$(( REPS * $(echo $LEVELS | wc -w) * $(echo $policies | wc -w) )); n=0
-for rep in $(seq 1 "$REPS"); do
-for rate in $LEVELS; do
-for policy in $policies; do
-  n=$((n + 1)); echo "[$n/$total] rep $rep, $rate documents/s, $policy" >&2
+bcsv="$OUT/nps/bursty.csv"
+header="rep,rate,policy,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kBps,prefetch_kBps,prefetches,hint_requests,hint_waits,errors,final_budget"
+echo "$header" > "$csv"
+echo "$header" > "$bcsv"
+
+# Fig. 6's bursty load: each second's relative rate, a log-normal AR(1) process with spikes
+# (seeded, so every policy and repetition sees the same seconds). Not the IBM trace (we do not
+# have it); its 1-second peaks are several times its mean, as in the paper's Fig. 2(a).
+profile="$OUT/nps/bursty-profile.txt"
+python3 - "$BURST_SECONDS" > "$profile" <<'PY'
+import math, random, sys
+rng = random.Random(1); x = 0.0
+for _ in range(int(sys.argv[1])):
+    x = 0.7 * x + rng.gauss(0, 0.5)
+    spike = 3.0 if rng.random() < 0.08 else 1.0
+    print(f"{math.exp(x) * spike:.3f}")
+PY
+
+# One run: a fresh server for POLICY, a warm-up at RATE documents/s (discarded), then the
+# measured run (its extra bench arguments after the policy), one line appended to CSV.
+one_run() {
+  local rep=$1 rate=$2 policy=$3 out_csv=$4 tag=$5; shift 5
   case $policy in
     noprefetch) server=(--set prefetch.budget=unlimited); agents=off ;;
     noavoid-*) server=(--set prefetch.budget=unlimited); agents=${policy#noavoid-} ;;
@@ -70,10 +97,11 @@ for policy in $policies; do
   bench() { taskset -c 1 "$B" bench "$base" --urls "$work/urls.txt" --rate "$rate" \
       --agents "$agents" --doc-files $DOC_FILES --visit 2s --max-in-flight 4096 --timeout 10s -q "$@"; }
   bench --duration "$WARM" > /dev/null
-  bench --duration "$RUN" --json "$work/run.json" > /dev/null
-  curl -s "$base/_slipstream/prefetch" > "$OUT/nps/status-$policy-$rate-$rep.json"
+  bench --json "$work/run.json" "$@" > /dev/null
+  local status="$OUT/nps/status-$policy-$tag-$rep.json"
+  curl -s "$base/_slipstream/prefetch" > "$status"
   kill "$SP"; wait "$SP" 2>/dev/null || true; SP=
-  python3 - "$work/run.json" "$OUT/nps/status-$policy-$rate-$rep.json" "$rep,$rate,$policy" >> "$csv" <<'PY'
+  python3 - "$work/run.json" "$status" "$rep,$rate,$policy" >> "$out_csv" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); s = json.load(open(sys.argv[2])); d = r["demand"]; l = d["latency_ms"]
 errors = sum(d.get("errors", {}).values())
@@ -81,10 +109,34 @@ print(f'{sys.argv[3]},{r["documents_per_s"]:.1f},{l["mean"]:.3f},{l["p50"]:.3f},
       f'{r["demand_bytes_per_s"]/1e3:.1f},{r["prefetch_bytes_per_s"]/1e3:.1f},{r["prefetches"]},'
       f'{r["hint_requests"]},{r["hint_waits"]},{errors},{s["budget_per_s"]:.1f}')
 PY
-done; done; done
+}
+
+total=$(( REPS * ($(echo $LEVELS | wc -w) + 1) * $(echo $policies | wc -w) )); n=0
+for rep in $(seq 1 "$REPS"); do
+  for rate in $LEVELS; do
+    for policy in $policies; do
+      n=$((n + 1)); echo "[$n/$total] rep $rep, $rate documents/s, $policy" >&2
+      one_run "$rep" "$rate" "$policy" "$csv" "$rate" --duration "$RUN"
+    done
+  done
+  for policy in $policies; do
+    n=$((n + 1)); echo "[$n/$total] rep $rep, bursty (mean $BURST_RATE documents/s), $policy" >&2
+    one_run "$rep" "$BURST_RATE" "$policy" "$bcsv" bursty --duration "${BURST_SECONDS}s" --rate-profile "$profile"
+  done
+done
 
 chart() { "$B" experiment lines --csv "$csv" --x rate --series policy --x-label "demand documents / s" "$@"; }
 chart --y doc_mean_ms --out "$OUT/nps/fig4-response.svg" --title "Fig. 4: demand response time (mean per document)" --y-label "ms"
 chart --y demand_kBps --y-scale 1000 --out "$OUT/nps/fig5-demand.svg" --title "Fig. 5: demand bandwidth" --y-label "MB/s"
 chart --y prefetch_kBps --y-scale 1000 --out "$OUT/nps/fig5-prefetch.svg" --title "Fig. 5: prefetch bandwidth" --y-label "MB/s"
+bars() {  # Fig. 6: one bar per policy, the mean over repetitions of column $1 (scaled by $2)
+  python3 - "$bcsv" "$1" "$2" <<'PY'
+import csv, sys, collections
+v = collections.defaultdict(list)
+for row in csv.DictReader(open(sys.argv[1])): v[row["policy"]].append(float(row[sys.argv[2]]) / float(sys.argv[3]))
+print(" ".join(f"{p}={sum(x) / len(x):.3f}" for p, x in v.items()))
+PY
+}
+"$B" experiment bars --out "$OUT/nps/fig6-response.svg" --title "Fig. 6: bursty load (mean $BURST_RATE documents/s), demand response time" --y-label "ms" $(bars doc_mean_ms 1)
+"$B" experiment bars --out "$OUT/nps/fig6-prefetch.svg" --title "Fig. 6: bursty load (mean $BURST_RATE documents/s), prefetch bandwidth" --y-label "MB/s" $(bars prefetch_kBps 1000)
 echo "server capped: $capped ($SHARE % of core 0); results in $csv" >&2

@@ -15,10 +15,12 @@
 //!   second. Until the first confirmed overload the budget doubles instead of growing by one
 //!   (TCP's slow start applied to the budget); after it, increase is additive as in the paper.
 //!   After a halving, ten increases in a row without an overload (five seconds at the paper's
-//!   epoch) start doubling again, up to the budget at which the last overload was confirmed,
-//!   and additively past it (TCP's slow-start threshold): the load that caused the halving may
-//!   have gone, and spare capacity should not take minutes to be used again, but the level
-//!   that overloaded the server is approached carefully (`restart_after`). Doubling also stops,
+//!   epoch) start doubling again, up to half the budget at which the last overload was
+//!   confirmed, and additively past it (TCP's slow-start threshold, half the window at the
+//!   loss): the load that caused the halving may have gone, and spare capacity should not take
+//!   minutes to be used again, but the level that overloaded the server is approached
+//!   carefully (`restart_after`). Doubling back to the overloaded budget itself, as an earlier
+//!   version did, overloaded the server again every few seconds in the Fig. 4 runs. Doubling also stops,
 //!   without a halving, at the first sample above half the threshold (HyStart's rule for TCP,
 //!   Ha and Rhee 2011: the delay has started to rise, so the budget is near the spare capacity
 //!   and should grow additively from there rather than overshoot it by up to twice). `slow_start = false`
@@ -99,7 +101,7 @@ pub struct Monitor {
     starting: bool,
     /// Additive increases since the last halving.
     increases: u32,
-    /// The budget when the last overload was confirmed: restarted doubling stops there.
+    /// Half the budget at which the last overload was confirmed: restarted doubling stops there.
     ceiling: f64,
 }
 
@@ -159,8 +161,8 @@ impl Monitor {
             self.good = 0;
             self.starting = false;
             self.increases = 0;
-            self.ceiling = self.budget;
             self.budget = (self.budget / 2.0).max(self.config.min_per_s);
+            self.ceiling = self.budget;
             return (Next::NextEpoch, Change::Halved);
         }
         let change = if self.confirming {
@@ -360,7 +362,7 @@ mod tests {
         }
         assert_eq!(m.budget_per_s(), 17.0);
         // Three additive increases in a row without an overload: doubling again, but only up
-        // to the 32 that overloaded the server, then additive.
+        // to 16, half the 32 that overloaded the server; past it the budget grows additively.
         for _ in 0..10 {
             m.sample(Some(MS));
         }
@@ -369,12 +371,17 @@ mod tests {
         for _ in 0..5 {
             m.sample(Some(MS));
         }
-        assert_eq!(m.budget_per_s(), 32.0);
+        assert_eq!(m.budget_per_s(), 20.0);
         assert!(!m.slow_starting());
-        for _ in 0..5 {
+        // A second overload halves again.
+        for _ in 0..50 {
             m.sample(Some(MS));
         }
-        assert_eq!(m.budget_per_s(), 33.0);
+        assert!(m.budget_per_s() > 20.0);
+        let before = m.budget_per_s();
+        m.sample(Some(20 * MS));
+        m.sample(Some(20 * MS));
+        assert_eq!(m.budget_per_s(), before / 2.0);
     }
 
     #[test]

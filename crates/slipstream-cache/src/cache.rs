@@ -399,6 +399,28 @@ where
     /// [`Admit::stored`] bytes `value` holds. Re-checks admission, so a plan that went stale is
     /// refused rather than overfilling the cache. A previous value for `key` is replaced.
     pub fn insert(&mut self, key: K, object_bytes: u64, value: V) -> Result<Inserted, Rejected> {
+        self.insert_inner(key, object_bytes, value, None)
+    }
+
+    /// [`Cache::insert`], also appending the keys of the entries it evicted to `evicted` (for
+    /// a caller that mirrors the cache elsewhere, such as on disk).
+    pub fn insert_evicting(
+        &mut self,
+        key: K,
+        object_bytes: u64,
+        value: V,
+        evicted: &mut Vec<K>,
+    ) -> Result<Inserted, Rejected> {
+        self.insert_inner(key, object_bytes, value, Some(evicted))
+    }
+
+    fn insert_inner(
+        &mut self,
+        key: K,
+        object_bytes: u64,
+        value: V,
+        mut evicted_keys: Option<&mut Vec<K>>,
+    ) -> Result<Inserted, Rejected> {
         let Some(stored) = self.level_rule(object_bytes) else {
             self.stats.level_rejects += 1;
             return Err(Rejected::Level);
@@ -424,6 +446,9 @@ where
         let mut max_victim_freq = None;
         for victim in &victims {
             max_victim_freq = max_victim_freq.max(self.slot(*victim).map(|s| s.freq));
+            if let (Some(out), Some(slot)) = (evicted_keys.as_deref_mut(), self.slot(*victim)) {
+                out.push(slot.key.clone());
+            }
             self.evict(*victim);
         }
         let evicted = victims.len();

@@ -214,3 +214,21 @@ fn forget_drops_only_headers_without_data() {
     assert_eq!(c.tracked(), 1);
     c.audit().expect("exact accounting");
 }
+
+#[test]
+fn insert_evicting_names_the_entries_it_evicted() {
+    let mut c = cache(1000, "lru");
+    let mut evicted = Vec::new();
+    for k in ["/a", "/b", "/c"] {
+        c.access(k);
+        c.insert_evicting(k.to_owned(), 300, 300, &mut evicted)
+            .expect("room");
+    }
+    assert!(evicted.is_empty());
+    c.access("/a"); // /b is now the least recently used
+    c.access("/d");
+    c.insert_evicting("/d".to_owned(), 300, 300, &mut evicted)
+        .expect("room made");
+    assert_eq!(evicted, vec!["/b".to_owned()]);
+    assert!(c.peek("/b").is_none());
+}

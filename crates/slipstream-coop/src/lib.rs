@@ -1,0 +1,18 @@
+//! Riptide (paper 004): a cooperative web cache with no hierarchy and no central directory,
+//! on rust-libp2p in place of OceanStore and Tapestry.
+//!
+//! - [`object`]: objects named by GUID = hash(cache provider's key ‖ URL), holding the HTTP
+//!   response head, body and exchange times, signed by the provider (§3.1, §4.1);
+//! - [`store`]: each node's bounded content cache (LRU by default), persisted in redb (§4.2.1);
+//! - [`net`]: the swarm: Kademlia provider records to find replicas, request-response to fetch
+//!   them, gossipsub to push updates to them, identify and ping for peers and their RTTs.
+//!
+//! The roles (browser proxy, gateway, cache manager) and `slipstream node` build on these.
+
+pub mod net;
+pub mod object;
+pub mod store;
+
+pub use net::{Client, CoopBehaviour, EventLoop, FetchError, NetConfig, PeerInfo};
+pub use object::{Guid, Object, SignedObject, VerifyError};
+pub use store::{Put, Store, StoreStats};

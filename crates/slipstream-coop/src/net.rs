@@ -1,0 +1,838 @@
+//! The peer-to-peer layer (004 §3.2 with libp2p in Tapestry's place): Kademlia provider
+//! records say which nodes hold an object, request-response carries objects between nodes,
+//! gossipsub pushes updates to replicas, identify and ping tell us about peers.
+//!
+//! One task owns the swarm ([`EventLoop`]); everything else talks to it through a [`Client`]
+//! (the pattern of rust-libp2p's file-sharing example). Known libp2p pitfalls, each handled
+//! here and tested in `tests/net.rs`:
+//! - a node with no external address stays a Kademlia *client*: it serves nothing and its
+//!   provider records carry no address, so peers drop them. Listen addresses are registered as
+//!   external ones (`announce_listen_addrs`, right on a LAN or loopback) and the node runs as a
+//!   Kademlia server from the start;
+//! - Kademlia ignores identify, so a peer's listen addresses are added to the routing table by
+//!   hand when identify reports that it speaks our Kademlia protocol;
+//! - `FoundProviders` fires once per peer that answered, often empty: a lookup collects them
+//!   and ends at the query's last step, its deadline, or when it has enough;
+//! - Kademlia handles at most 32 inbound streams per connection and drops the rest, so
+//!   provider announcements go out at most [`MAX_PROVIDING`] at a time from a backlog;
+//! - the memory store's 1,024-key limits count other peers' keys too; they are raised
+//!   ([`NetConfig::max_provider_keys`]);
+//! - connections close 10 s after their last stream by default; ours stay up for minutes.
+//!
+//! A malformed message from a peer (a request that does not decode, a GUID of the wrong length,
+//! an object whose signature fails) is refused or dropped and counted; it changes no state.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use libp2p::futures::StreamExt;
+use libp2p::identity::{Keypair, PublicKey};
+use libp2p::multiaddr::Protocol;
+use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport, ResponseChannel};
+use libp2p::swarm::{behaviour::toggle::Toggle, NetworkBehaviour, SwarmEvent};
+use libp2p::{gossipsub, identify, kad, mdns, noise, ping, tcp, yamux};
+use libp2p::{Multiaddr, PeerId, StreamProtocol, Swarm};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::object::{DecodeError, Guid, SignedObject, VerifyError};
+use crate::store::{Put, Store};
+
+/// Our Kademlia protocol: a private DHT, not the IPFS one.
+pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/slipstream/coop/kad/1.0.0");
+/// Object transfer between nodes.
+pub const FETCH_PROTOCOL: StreamProtocol = StreamProtocol::new("/slipstream/coop/fetch/1.0.0");
+/// What identify announces.
+pub const IDENTIFY_VERSION: &str = "/slipstream/coop/1.0.0";
+/// Provider announcements in flight at most (Kademlia's 32 streams a connection).
+pub const MAX_PROVIDING: usize = 16;
+/// The largest object response (the object format's own bounds are lower).
+const MAX_RESPONSE_BYTES: u64 = 80 * 1024 * 1024;
+
+/// A request from one node to another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CoopRequest {
+    /// Send the object with this GUID (32 bytes) if you hold it.
+    Fetch(#[serde(with = "serde_bytes")] Vec<u8>),
+}
+
+/// The answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CoopResponse {
+    /// The object, in [`SignedObject::encode`]'s form.
+    Object(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// Not held here.
+    Miss,
+    /// The request was malformed; why.
+    Refused(String),
+}
+
+/// The node's libp2p behaviours.
+#[derive(NetworkBehaviour)]
+pub struct CoopBehaviour {
+    kad: kad::Behaviour<kad::store::MemoryStore>,
+    identify: identify::Behaviour,
+    mdns: Toggle<mdns::tokio::Behaviour>,
+    fetch: request_response::cbor::Behaviour<CoopRequest, CoopResponse>,
+    gossipsub: gossipsub::Behaviour,
+    ping: ping::Behaviour,
+}
+
+impl std::fmt::Debug for CoopBehaviour {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoopBehaviour").finish_non_exhaustive()
+    }
+}
+
+/// How a node joins the network.
+#[derive(Debug, Clone)]
+pub struct NetConfig {
+    /// Addresses to listen on, e.g. `/ip4/127.0.0.1/tcp/0`.
+    pub listen: Vec<Multiaddr>,
+    /// Peers to dial at start, each ending in `/p2p/<peer id>`.
+    pub bootstrap: Vec<Multiaddr>,
+    /// Find peers on the LAN by mDNS (it never sees loopback).
+    pub mdns: bool,
+    /// Announce the listen addresses as reachable (on a LAN or loopback they are).
+    pub announce_listen_addrs: bool,
+    /// Cache providers whose objects this node accepts.
+    pub trusted: Vec<PublicKey>,
+    /// Distinct keys the Kademlia store holds provider records for (its own and others').
+    pub max_provider_keys: usize,
+    /// How long a request to a peer may take.
+    pub request_timeout: Duration,
+    /// How often each peer's RTT is measured.
+    pub ping_interval: Duration,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            listen: vec!["/ip4/127.0.0.1/tcp/0".parse().expect("a valid address")],
+            bootstrap: Vec::new(),
+            mdns: false,
+            announce_listen_addrs: true,
+            trusted: Vec::new(),
+            max_provider_keys: 1 << 20,
+            request_timeout: Duration::from_secs(10),
+            ping_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl CoopBehaviour {
+    /// The behaviours for the node whose key is `key`.
+    pub fn new(key: &Keypair, config: &NetConfig) -> Result<CoopBehaviour, BoxError> {
+        let peer = key.public().to_peer_id();
+        let mut kcfg = kad::Config::new(KAD_PROTOCOL);
+        kcfg.set_query_timeout(Duration::from_secs(20));
+        let store = kad::store::MemoryStore::with_config(
+            peer,
+            kad::store::MemoryStoreConfig {
+                max_provided_keys: config.max_provider_keys,
+                ..Default::default()
+            },
+        );
+        let mut kad = kad::Behaviour::with_config(peer, store, kcfg);
+        kad.set_mode(Some(kad::Mode::Server));
+        let identify = identify::Behaviour::new(identify::Config::new(
+            IDENTIFY_VERSION.to_owned(),
+            key.public(),
+        ));
+        let mdns = Toggle::from(if config.mdns {
+            Some(mdns::tokio::Behaviour::new(mdns::Config::default(), peer)?)
+        } else {
+            None
+        });
+        let fetch = request_response::Behaviour::with_codec(
+            request_response::cbor::codec::Codec::<CoopRequest, CoopResponse>::default()
+                .set_request_size_maximum(4 * 1024)
+                .set_response_size_maximum(MAX_RESPONSE_BYTES),
+            [(FETCH_PROTOCOL, ProtocolSupport::Full)],
+            request_response::Config::default().with_request_timeout(config.request_timeout),
+        );
+        let gcfg = gossipsub::ConfigBuilder::default()
+            .validation_mode(gossipsub::ValidationMode::Strict)
+            .max_transmit_size(MAX_RESPONSE_BYTES as usize)
+            .message_id_fn(|m: &gossipsub::Message| {
+                let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+                if let Some(s) = &m.source {
+                    ctx.update(&s.to_bytes());
+                }
+                if let Some(n) = m.sequence_number {
+                    ctx.update(&n.to_be_bytes());
+                }
+                ctx.update(&m.data);
+                gossipsub::MessageId::from(ctx.finish().as_ref()[..20].to_vec())
+            })
+            .build()
+            .map_err(|e| e.to_string())?;
+        let gossipsub =
+            gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), gcfg)?;
+        let ping = ping::Behaviour::new(ping::Config::new().with_interval(config.ping_interval));
+        Ok(CoopBehaviour {
+            kad,
+            identify,
+            mdns,
+            fetch,
+            gossipsub,
+            ping,
+        })
+    }
+}
+
+/// A swarm over TCP + noise + yamux for `key`.
+pub fn tcp_swarm(key: Keypair, config: &NetConfig) -> Result<Swarm<CoopBehaviour>, BoxError> {
+    Ok(libp2p::SwarmBuilder::with_existing_identity(key)
+        .with_tokio()
+        .with_tcp(
+            tcp::Config::default().nodelay(true),
+            noise::Config::new,
+            yamux::Config::default,
+        )?
+        .with_behaviour(|key| CoopBehaviour::new(key, config))?
+        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(300)))
+        .build())
+}
+
+/// Why a fetch from a peer gave no object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    /// The peer does not hold it.
+    #[error("the peer does not hold it")]
+    Miss,
+    /// The peer refused the request.
+    #[error("the peer refused: {0}")]
+    Refused(String),
+    /// The peer's answer did not decode.
+    #[error("the peer sent a malformed object: {0}")]
+    Malformed(DecodeError),
+    /// The object failed verification.
+    #[error("the peer's object was rejected: {0}")]
+    Rejected(VerifyError),
+    /// The request failed (dial, timeout, closed connection).
+    #[error("the request failed: {0}")]
+    Network(String),
+}
+
+/// Counters, for the status page and the tests.
+#[derive(Debug, Default)]
+pub struct NetStats {
+    /// Fetch requests answered with an object.
+    pub served: AtomicU64,
+    /// Fetch requests answered "miss".
+    pub missed: AtomicU64,
+    /// Requests refused as malformed, and inbound requests that failed after they were read.
+    /// (A stream that does not decode at all is dropped by libp2p without telling us.)
+    pub malformed: AtomicU64,
+    /// Objects from peers rejected by verification.
+    pub rejected: AtomicU64,
+    /// Pushed updates applied to a replica.
+    pub updates_applied: AtomicU64,
+    /// Pushed messages dropped (malformed, unverifiable, or for objects not held).
+    pub updates_dropped: AtomicU64,
+}
+
+/// A peer and what we know of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerInfo {
+    /// Its identity.
+    pub peer: PeerId,
+    /// The latest ping RTT.
+    pub rtt: Option<Duration>,
+}
+
+enum Command {
+    Dial(Multiaddr, oneshot::Sender<Result<(), String>>),
+    Provide(Guid),
+    FindProviders {
+        guid: Guid,
+        want: usize,
+        done: oneshot::Sender<Vec<PeerId>>,
+    },
+    Fetch {
+        peer: PeerId,
+        guid: Guid,
+        done: oneshot::Sender<Result<CoopResponse, String>>,
+    },
+    Subscribe(String),
+    Publish {
+        topic: String,
+        data: Vec<u8>,
+        done: oneshot::Sender<Result<(), String>>,
+    },
+    Peers(oneshot::Sender<Vec<PeerInfo>>),
+    Addresses(oneshot::Sender<Vec<Multiaddr>>),
+}
+
+/// The handle the rest of the node uses; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Client {
+    tx: mpsc::Sender<Command>,
+    peer: PeerId,
+    trusted: Arc<Vec<PublicKey>>,
+    store: Arc<Store>,
+    stats: Arc<NetStats>,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Command")
+    }
+}
+
+const GONE: &str = "the node's network task has stopped";
+
+impl Client {
+    /// This node's identity.
+    pub fn peer_id(&self) -> PeerId {
+        self.peer
+    }
+
+    /// The node's counters.
+    pub fn stats(&self) -> &NetStats {
+        &self.stats
+    }
+
+    /// The node's objects.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// Dials `addr` (ending in `/p2p/<peer id>`); done when the connection is up.
+    pub async fn dial(&self, addr: Multiaddr) -> Result<(), String> {
+        self.ask(|tx| Command::Dial(addr, tx))
+            .await
+            .unwrap_or_else(|| Err(GONE.to_owned()))
+    }
+
+    /// The addresses the node listens on, with its peer id.
+    pub async fn addresses(&self) -> Vec<Multiaddr> {
+        self.ask(Command::Addresses).await.unwrap_or_default()
+    }
+
+    /// Connected peers.
+    pub async fn peers(&self) -> Vec<PeerInfo> {
+        self.ask(Command::Peers).await.unwrap_or_default()
+    }
+
+    /// Announces that this node holds `guid` (queued; at most [`MAX_PROVIDING`] in flight).
+    pub async fn provide(&self, guid: Guid) {
+        let _ = self.tx.send(Command::Provide(guid)).await;
+    }
+
+    /// Up to `want` peers (not this node) that announced `guid`, within `deadline`.
+    pub async fn find_providers(&self, guid: Guid, want: usize, deadline: Duration) -> Vec<PeerId> {
+        let found = self.ask(|done| Command::FindProviders { guid, want, done });
+        tokio::time::timeout(deadline, found)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Asks `peer` for `guid` and verifies what comes back against the trusted providers.
+    pub async fn fetch(&self, peer: PeerId, guid: Guid) -> Result<SignedObject, FetchError> {
+        let answer = self
+            .ask(|done| Command::Fetch { peer, guid, done })
+            .await
+            .unwrap_or_else(|| Err(GONE.to_owned()))
+            .map_err(FetchError::Network)?;
+        match answer {
+            CoopResponse::Miss => Err(FetchError::Miss),
+            CoopResponse::Refused(why) => Err(FetchError::Refused(why)),
+            CoopResponse::Object(bytes) => {
+                let object = SignedObject::decode(&bytes).map_err(|e| {
+                    self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                    FetchError::Malformed(e)
+                })?;
+                object.verify(&self.trusted, Some(&guid)).map_err(|e| {
+                    self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                    FetchError::Rejected(e)
+                })?;
+                Ok(object)
+            }
+        }
+    }
+
+    /// Stores a verified object, announces it, and follows its site's pushed updates.
+    pub async fn hold(&self, object: SignedObject) -> Result<Put, String> {
+        object
+            .verify(&self.trusted, None)
+            .map_err(|e| e.to_string())?;
+        let guid = object.guid();
+        let topic = site_topic(&object.object.url);
+        let put = self.store.put(object).map_err(|e| e.to_string())?;
+        if put == Put::Stored {
+            self.provide(guid).await;
+            if let Some(topic) = topic {
+                let _ = self.tx.send(Command::Subscribe(topic)).await;
+            }
+        }
+        Ok(put)
+    }
+
+    /// Pushes a new version of an object to its site's replicas (a gateway's monitor, §4.5).
+    /// Fails when no replica follows the site yet.
+    pub async fn push(&self, object: &SignedObject) -> Result<(), String> {
+        let topic = site_topic(&object.object.url)
+            .ok_or_else(|| format!("{}: not an absolute http(s) URL", object.object.url))?;
+        let data = object.encode();
+        self.ask(|done| Command::Publish { topic, data, done })
+            .await
+            .unwrap_or_else(|| Err(GONE.to_owned()))
+    }
+}
+
+/// The gossipsub topic of the site `url` belongs to: one per site, not per object (per-object
+/// topics multiply subscription traffic by the objects held).
+pub fn site_topic(url: &str) -> Option<String> {
+    let uri: http_like::Authority = http_like::authority(url)?;
+    Some(format!("slipstream/coop/site/{}", uri.0))
+}
+
+mod http_like {
+    /// The `host[:port]` of an absolute http(s) URL, lower-cased.
+    pub struct Authority(pub String);
+
+    pub fn authority(url: &str) -> Option<Authority> {
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))?;
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let host = &rest[..end];
+        if host.is_empty() || host.contains('@') {
+            return None;
+        }
+        Some(Authority(host.to_ascii_lowercase()))
+    }
+}
+
+struct Lookup {
+    want: usize,
+    found: HashSet<PeerId>,
+    done: Option<oneshot::Sender<Vec<PeerId>>>,
+}
+
+/// The task that owns the swarm.
+pub struct EventLoop {
+    swarm: Swarm<CoopBehaviour>,
+    commands: mpsc::Receiver<Command>,
+    config: NetConfig,
+    store: Arc<Store>,
+    trusted: Arc<Vec<PublicKey>>,
+    stats: Arc<NetStats>,
+    provide_backlog: VecDeque<Guid>,
+    providing: HashSet<kad::QueryId>,
+    lookups: HashMap<kad::QueryId, Lookup>,
+    fetches: HashMap<OutboundRequestId, oneshot::Sender<Result<CoopResponse, String>>>,
+    dials: HashMap<PeerId, Vec<oneshot::Sender<Result<(), String>>>>,
+    rtt: HashMap<PeerId, Duration>,
+}
+
+impl std::fmt::Debug for EventLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventLoop")
+            .field("peer", self.swarm.local_peer_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventLoop {
+    /// Wraps `swarm` (from [`tcp_swarm`], or a test's memory transport), starts listening and
+    /// dials the bootstrap peers. Run the loop with [`EventLoop::run`].
+    pub fn new(
+        mut swarm: Swarm<CoopBehaviour>,
+        config: NetConfig,
+        store: Arc<Store>,
+    ) -> Result<(EventLoop, Client), BoxError> {
+        for addr in &config.listen {
+            swarm.listen_on(addr.clone())?;
+        }
+        let (tx, commands) = mpsc::channel(1024);
+        let trusted = Arc::new(config.trusted.clone());
+        let stats = Arc::new(NetStats::default());
+        let client = Client {
+            tx,
+            peer: *swarm.local_peer_id(),
+            trusted: trusted.clone(),
+            store: store.clone(),
+            stats: stats.clone(),
+        };
+        let mut event_loop = EventLoop {
+            swarm,
+            commands,
+            config,
+            store,
+            trusted,
+            stats,
+            provide_backlog: VecDeque::new(),
+            providing: HashSet::new(),
+            lookups: HashMap::new(),
+            fetches: HashMap::new(),
+            dials: HashMap::new(),
+            rtt: HashMap::new(),
+        };
+        for addr in event_loop.config.bootstrap.clone() {
+            event_loop.dial(addr, None);
+        }
+        // What a restarted node still holds is announced again.
+        for guid in event_loop.store.guids() {
+            event_loop.provide_backlog.push_back(guid);
+        }
+        Ok((event_loop, client))
+    }
+
+    /// Runs until every [`Client`] is dropped.
+    pub async fn run(mut self) {
+        loop {
+            tokio::select! {
+                event = self.swarm.select_next_some() => self.on_event(event),
+                command = self.commands.recv() => match command {
+                    Some(c) => self.on_command(c),
+                    None => return,
+                },
+            }
+        }
+    }
+
+    fn dial(&mut self, addr: Multiaddr, done: Option<oneshot::Sender<Result<(), String>>>) {
+        let peer = match addr.iter().last() {
+            Some(Protocol::P2p(peer)) => peer,
+            _ => {
+                if let Some(done) = done {
+                    let _ = done.send(Err(format!("{addr}: needs a /p2p/<peer id> suffix")));
+                }
+                return;
+            }
+        };
+        self.swarm
+            .behaviour_mut()
+            .kad
+            .add_address(&peer, addr.clone());
+        if self.swarm.is_connected(&peer) {
+            if let Some(done) = done {
+                let _ = done.send(Ok(()));
+            }
+            return;
+        }
+        match self.swarm.dial(addr.clone()) {
+            Ok(()) => {
+                if let Some(done) = done {
+                    self.dials.entry(peer).or_default().push(done);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "cannot dial");
+                if let Some(done) = done {
+                    let _ = done.send(Err(format!("cannot dial {addr}: {e}")));
+                }
+            }
+        }
+    }
+
+    fn drain_provides(&mut self) {
+        while self.providing.len() < MAX_PROVIDING {
+            let Some(guid) = self.provide_backlog.pop_front() else {
+                break;
+            };
+            match self
+                .swarm
+                .behaviour_mut()
+                .kad
+                .start_providing(kad::RecordKey::new(&guid.0))
+            {
+                Ok(id) => {
+                    self.providing.insert(id);
+                }
+                Err(e) => tracing::warn!(%guid, error = %e, "cannot announce"),
+            }
+        }
+    }
+
+    fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Dial(addr, done) => self.dial(addr, Some(done)),
+            Command::Provide(guid) => {
+                self.provide_backlog.push_back(guid);
+                self.drain_provides();
+            }
+            Command::FindProviders { guid, want, done } => {
+                let id = self
+                    .swarm
+                    .behaviour_mut()
+                    .kad
+                    .get_providers(kad::RecordKey::new(&guid.0));
+                self.lookups.insert(
+                    id,
+                    Lookup {
+                        want: want.max(1),
+                        found: HashSet::new(),
+                        done: Some(done),
+                    },
+                );
+            }
+            Command::Fetch { peer, guid, done } => {
+                let id = self
+                    .swarm
+                    .behaviour_mut()
+                    .fetch
+                    .send_request(&peer, CoopRequest::Fetch(guid.0.to_vec()));
+                self.fetches.insert(id, done);
+            }
+            Command::Subscribe(topic) => {
+                let topic = gossipsub::IdentTopic::new(topic);
+                if let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&topic) {
+                    tracing::warn!(%topic, error = %e, "cannot subscribe");
+                }
+            }
+            Command::Publish { topic, data, done } => {
+                let topic = gossipsub::IdentTopic::new(topic);
+                let r = match self.swarm.behaviour_mut().gossipsub.publish(topic, data) {
+                    Ok(_) | Err(gossipsub::PublishError::Duplicate) => Ok(()),
+                    Err(e) => Err(e.to_string()),
+                };
+                let _ = done.send(r);
+            }
+            Command::Peers(done) => {
+                let peers = self
+                    .swarm
+                    .connected_peers()
+                    .map(|p| PeerInfo {
+                        peer: *p,
+                        rtt: self.rtt.get(p).copied(),
+                    })
+                    .collect();
+                let _ = done.send(peers);
+            }
+            Command::Addresses(done) => {
+                let me = *self.swarm.local_peer_id();
+                let addrs = self
+                    .swarm
+                    .listeners()
+                    .map(|a| a.clone().with(Protocol::P2p(me)))
+                    .collect();
+                let _ = done.send(addrs);
+            }
+        }
+    }
+
+    fn on_event(&mut self, event: SwarmEvent<CoopBehaviourEvent>) {
+        match event {
+            SwarmEvent::NewListenAddr { address, .. } => {
+                tracing::debug!(%address, "listening");
+                if self.config.announce_listen_addrs {
+                    self.swarm.add_external_address(address);
+                }
+            }
+            SwarmEvent::ConnectionEstablished { peer_id, .. } => {
+                for done in self.dials.remove(&peer_id).into_iter().flatten() {
+                    let _ = done.send(Ok(()));
+                }
+                self.drain_provides();
+            }
+            SwarmEvent::OutgoingConnectionError {
+                peer_id: Some(peer),
+                error,
+                ..
+            } => {
+                for done in self.dials.remove(&peer).into_iter().flatten() {
+                    let _ = done.send(Err(error.to_string()));
+                }
+            }
+            SwarmEvent::ConnectionClosed { peer_id, .. } if !self.swarm.is_connected(&peer_id) => {
+                self.rtt.remove(&peer_id);
+            }
+            SwarmEvent::Behaviour(event) => self.on_behaviour(event),
+            _ => {}
+        }
+    }
+
+    fn on_behaviour(&mut self, event: CoopBehaviourEvent) {
+        match event {
+            // Only peers that serve our DHT enter the routing table.
+            CoopBehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })
+                if info.protocols.contains(&KAD_PROTOCOL) =>
+            {
+                for addr in info.listen_addrs {
+                    self.swarm.behaviour_mut().kad.add_address(&peer_id, addr);
+                }
+                self.drain_provides();
+            }
+            CoopBehaviourEvent::Mdns(mdns::Event::Discovered(found)) => {
+                for (peer, addr) in found {
+                    self.swarm
+                        .behaviour_mut()
+                        .kad
+                        .add_address(&peer, addr.clone());
+                    let _ = self.swarm.dial(addr);
+                }
+            }
+            CoopBehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
+                id,
+                result,
+                step,
+                ..
+            }) => self.on_query(id, result, step),
+            CoopBehaviourEvent::Fetch(event) => self.on_fetch(event),
+            CoopBehaviourEvent::Gossipsub(gossipsub::Event::Message { message, .. }) => {
+                self.on_push(&message.data)
+            }
+            CoopBehaviourEvent::Ping(ping::Event {
+                peer,
+                result: Ok(rtt),
+                ..
+            }) => {
+                self.rtt.insert(peer, rtt);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_query(&mut self, id: kad::QueryId, result: kad::QueryResult, step: kad::ProgressStep) {
+        match result {
+            kad::QueryResult::StartProviding(r) => {
+                if let Err(e) = r {
+                    tracing::debug!(error = ?e, "announcement incomplete");
+                }
+                self.providing.remove(&id);
+                self.drain_provides();
+            }
+            kad::QueryResult::GetProviders(Ok(kad::GetProvidersOk::FoundProviders {
+                providers,
+                ..
+            })) => {
+                let me = *self.swarm.local_peer_id();
+                let mut enough = false;
+                if let Some(l) = self.lookups.get_mut(&id) {
+                    l.found.extend(providers.into_iter().filter(|p| *p != me));
+                    if l.found.len() >= l.want {
+                        enough = true;
+                        if let Some(done) = l.done.take() {
+                            let _ = done.send(l.found.iter().copied().collect());
+                        }
+                    }
+                }
+                if enough {
+                    if let Some(mut q) = self.swarm.behaviour_mut().kad.query_mut(&id) {
+                        q.finish();
+                    }
+                }
+            }
+            _ => {}
+        }
+        if step.last {
+            if let Some(mut l) = self.lookups.remove(&id) {
+                if let Some(done) = l.done.take() {
+                    let _ = done.send(l.found.into_iter().collect());
+                }
+            }
+        }
+    }
+
+    fn on_fetch(&mut self, event: request_response::Event<CoopRequest, CoopResponse>) {
+        match event {
+            request_response::Event::Message { message, .. } => match message {
+                request_response::Message::Request {
+                    request, channel, ..
+                } => self.answer(request, channel),
+                request_response::Message::Response {
+                    request_id,
+                    response,
+                } => {
+                    if let Some(done) = self.fetches.remove(&request_id) {
+                        let _ = done.send(Ok(response));
+                    }
+                }
+            },
+            request_response::Event::OutboundFailure {
+                request_id, error, ..
+            } => {
+                if let Some(done) = self.fetches.remove(&request_id) {
+                    let _ = done.send(Err(error.to_string()));
+                }
+            }
+            request_response::Event::InboundFailure { peer, error, .. } => {
+                tracing::debug!(%peer, %error, "inbound request failed");
+                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+            }
+            request_response::Event::ResponseSent { .. } => {}
+        }
+    }
+
+    fn answer(&mut self, request: CoopRequest, channel: ResponseChannel<CoopResponse>) {
+        let response = match request {
+            CoopRequest::Fetch(guid) => match Guid::from_slice(&guid) {
+                Err(e) => {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    CoopResponse::Refused(e.to_string())
+                }
+                Ok(guid) => match self.store.get(&guid) {
+                    Some(object) => {
+                        self.stats.served.fetch_add(1, Ordering::Relaxed);
+                        CoopResponse::Object(object.encode())
+                    }
+                    None => {
+                        self.stats.missed.fetch_add(1, Ordering::Relaxed);
+                        CoopResponse::Miss
+                    }
+                },
+            },
+        };
+        let _ = self
+            .swarm
+            .behaviour_mut()
+            .fetch
+            .send_response(channel, response);
+    }
+
+    /// A pushed object: applied if it verifies, this node holds an older version, and it is
+    /// newer; otherwise dropped.
+    fn on_push(&mut self, data: &[u8]) {
+        let applied = SignedObject::decode(data)
+            .ok()
+            .filter(|o| o.verify(&self.trusted, None).is_ok())
+            .filter(|o| {
+                self.store
+                    .version(&o.guid())
+                    .is_some_and(|held| held < o.object.version)
+            })
+            .is_some_and(|o| matches!(self.store.put(o), Ok(Put::Stored)));
+        let counter = if applied {
+            &self.stats.updates_applied
+        } else {
+            &self.stats.updates_dropped
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_are_per_site() {
+        assert_eq!(
+            site_topic("http://Example.com:8080/a/b?c").as_deref(),
+            Some("slipstream/coop/site/example.com:8080")
+        );
+        assert_eq!(
+            site_topic("https://example.com").as_deref(),
+            Some("slipstream/coop/site/example.com")
+        );
+        assert_eq!(site_topic("/relative"), None);
+        assert_eq!(site_topic("http:///nohost"), None);
+        assert_eq!(site_topic("http://user@host/"), None);
+    }
+}

@@ -24,7 +24,7 @@ RUN=${RUN:-8s}
 SHARE=${SHARE:-50}
 PERIOD_US=${PERIOD_US:-2000}  # the CFS period; a capped server pauses at most (100 - SHARE) % of it
 THRESHOLDS=${THRESHOLDS:-"knee 1 3"}   # "knee": found at start-up; N: N ms
-BURST_RATE=${BURST_RATE:-500}      # Fig. 6: the bursty load's mean, documents/s
+BURST_RATE=${BURST_RATE:-250}      # Fig. 6: the bursty load's mean, documents/s
 BURST_SECONDS=${BURST_SECONDS:-30} # and its length
 DOC_FILES=10
 

@@ -54,3 +54,23 @@ for rate in rates:
         ok = "✓" if rt <= base * 1.05 and pf >= 0.8 * best[0] else "✗"
         cells.append(f"{pf / best[0] * 100:.0f} % of it, RT {(rt / base - 1) * 100:+.0f} % {ok}")
     print(f"| {rate} | {best[0]:.1f} ({best[2]}, {(best[1] / base - 1) * 100:+.0f} %) | " + " | ".join(cells) + " |")
+
+# Fig. 6: the bursty run, when its CSV sits beside runs.csv.
+import os
+bursty = os.path.join(os.path.dirname(sys.argv[1]), "bursty.csv")
+if os.path.exists(bursty):
+    b = defaultdict(list)
+    for r in csv.DictReader(open(bursty)):
+        b[r["policy"]].append(r)
+    def bmean(p, col):
+        v = [float(r[col]) for r in b[p]]
+        return sum(v) / len(v)
+    base = bmean("noprefetch", "doc_mean_ms")
+    print()
+    print("| policy | mean RT | p90 | p99 | vs No-Prefetching | prefetch MB/s | failed documents | runs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for p in b:
+        rt = bmean(p, "doc_mean_ms")
+        print(f"| {p} | {rt:.2f} ms | {bmean(p, 'doc_p90_ms'):.2f} ms | {bmean(p, 'doc_p99_ms'):.1f} ms | "
+              f"{(rt / base - 1) * 100:+.0f} % | {bmean(p, 'prefetch_kBps') / 1000:.1f} | "
+              f"{bmean(p, 'errors'):.0f} | {len(b[p])} |")

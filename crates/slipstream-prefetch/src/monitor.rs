@@ -14,13 +14,14 @@
 //!   minutes to reach the spare capacity of a server that answers thousands of requests a
 //!   second. Until the first confirmed overload the budget doubles instead of growing by one
 //!   (TCP's slow start applied to the budget); after it, increase is additive as in the paper.
-//!   After a halving, ten increases in a row without an overload (five seconds at the paper's
-//!   epoch) start doubling again, up to half the budget at which the last overload was
-//!   confirmed, and additively past it (TCP's slow-start threshold, half the window at the
-//!   loss): the load that caused the halving may have gone, and spare capacity should not take
-//!   minutes to be used again, but the level that overloaded the server is approached
-//!   carefully (`restart_after`). Doubling back to the overloaded budget itself, as an earlier
-//!   version did, overloaded the server again every few seconds in the Fig. 4 runs. Doubling also stops,
+//!   After a halving (or the end of slow start below), ten increases in a row without an overload (five seconds at the paper's
+//!   epoch) start slow start again, growing by a quarter a step rather than doubling (TCP's
+//!   limited slow start, RFC 3742): the load that caused the halving may have gone (often a
+//!   start-up transient), and spare capacity should not take minutes to be used again, but an
+//!   overshoot should cost a quarter of the budget, not all of it. (Doubling again, as an
+//!   earlier version did, overloaded the server every few seconds in the Fig. 4 runs; doubling
+//!   only up to half the overloaded budget left a budget set by a start-up transient at a few
+//!   files a second for minutes.) Slow start also stops,
 //!   without a halving, at the first sample above half the threshold (HyStart's rule for TCP,
 //!   Ha and Rhee 2011: the delay has started to rise, so the budget is near the spare capacity
 //!   and should grow additively from there rather than overshoot it by up to twice). `slow_start = false`
@@ -31,6 +32,9 @@
 //!   curve measured at start-up; a configured threshold overrides it.
 
 use std::time::Duration;
+
+/// The growth a step of a slow start restarted after an overload.
+const PROBE_GROWTH: f64 = 1.25;
 
 /// The monitor's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,8 +105,9 @@ pub struct Monitor {
     starting: bool,
     /// Additive increases since the last halving.
     increases: u32,
-    /// Half the budget at which the last overload was confirmed: restarted doubling stops there.
-    ceiling: f64,
+    /// The first slow start has ended (an overload, or a probe over half the threshold):
+    /// slow start grows by [`PROBE_GROWTH`] from now on, not by doubling.
+    restarted: bool,
 }
 
 impl Monitor {
@@ -116,7 +121,7 @@ impl Monitor {
             good: 0,
             confirming: false,
             increases: 0,
-            ceiling: f64::INFINITY,
+            restarted: false,
         }
     }
 
@@ -148,6 +153,7 @@ impl Monitor {
         let over = rt.is_none_or(|rt| rt > self.config.threshold);
         if self.starting && rt.is_none_or(|rt| rt > self.config.threshold / 2) {
             self.starting = false;
+            self.restarted = true;
             self.increases = 0;
         }
         if over {
@@ -162,7 +168,7 @@ impl Monitor {
             self.starting = false;
             self.increases = 0;
             self.budget = (self.budget / 2.0).max(self.config.min_per_s);
-            self.ceiling = self.budget;
+            self.restarted = true;
             return (Next::NextEpoch, Change::Halved);
         }
         let change = if self.confirming {
@@ -178,15 +184,12 @@ impl Monitor {
         }
         self.good = 0;
         let grown = if self.starting {
-            let doubled = (self.budget * 2.0).max(self.budget + self.config.increase_per_s);
-            if doubled >= self.ceiling {
-                // Back where the server was overloaded last: additive from here on.
-                self.starting = false;
-                self.increases = 0;
-                self.ceiling.max(self.budget + self.config.increase_per_s)
-            } else {
-                doubled
-            }
+            // After an overload, how far the spare capacity now reaches is unknown: probe
+            // upwards by a quarter a step, not by doubling (TCP's limited slow start, RFC
+            // 3742, for the same reason), so that an overshoot costs a quarter of the budget
+            // at most.
+            let factor = if self.restarted { PROBE_GROWTH } else { 2.0 };
+            (self.budget * factor).max(self.budget + self.config.increase_per_s)
         } else {
             self.increases += 1;
             if self.config.slow_start
@@ -361,8 +364,9 @@ mod tests {
             m.sample(Some(MS));
         }
         assert_eq!(m.budget_per_s(), 17.0);
-        // Three additive increases in a row without an overload: doubling again, but only up
-        // to 16, half the 32 that overloaded the server; past it the budget grows additively.
+        // Three additive increases in a row without an overload: slow start again. The
+        // budget is past 16, half the 32 that overloaded the server, so it probes upwards by
+        // a quarter a step rather than doubling.
         for _ in 0..10 {
             m.sample(Some(MS));
         }
@@ -371,8 +375,7 @@ mod tests {
         for _ in 0..5 {
             m.sample(Some(MS));
         }
-        assert_eq!(m.budget_per_s(), 20.0);
-        assert!(!m.slow_starting());
+        assert_eq!(m.budget_per_s(), 23.75);
         // A second overload halves again.
         for _ in 0..50 {
             m.sample(Some(MS));
@@ -382,6 +385,32 @@ mod tests {
         m.sample(Some(20 * MS));
         m.sample(Some(20 * MS));
         assert_eq!(m.budget_per_s(), before / 2.0);
+    }
+
+    #[test]
+    fn a_restart_past_a_stale_ceiling_probes_by_quarters() {
+        let mut m = Monitor::new(MonitorConfig {
+            threshold: 10 * MS,
+            restart_after: 3,
+            ..MonitorConfig::default()
+        });
+        // A start-up transient: overloaded at once, so the ceiling is tiny.
+        m.sample(Some(20 * MS));
+        m.sample(Some(20 * MS));
+        let ceiling = m.budget_per_s();
+        assert!(ceiling < 1.0);
+        for _ in 0..15 {
+            m.sample(Some(MS));
+        }
+        // Three additive increases, past the ceiling: restarted.
+        assert!(m.slow_starting());
+        let from = m.budget_per_s();
+        for _ in 0..50 {
+            m.sample(Some(MS));
+        }
+        // Ten steps: faster than additive (+10), far slower than doubling (x1024).
+        let b = m.budget_per_s();
+        assert!(b > from + 15.0 && b < from * 20.0, "{from} -> {b}");
     }
 
     #[test]
@@ -401,6 +430,12 @@ mod tests {
             m.sample(Some(MS));
         }
         assert_eq!(m.budget_per_s(), 9.0);
+        // Ten calm increases in all (at 18), slow start resumes, by quarters now: 22.5.
+        for _ in 0..50 {
+            m.sample(Some(MS));
+        }
+        assert!(m.slow_starting());
+        assert_eq!(m.budget_per_s(), 22.5);
     }
 
     #[test]

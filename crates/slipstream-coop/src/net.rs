@@ -233,8 +233,10 @@ pub struct NetStats {
     pub rejected: AtomicU64,
     /// Pushed updates applied to a replica.
     pub updates_applied: AtomicU64,
-    /// Pushed messages dropped (malformed, unverifiable, or for objects not held).
-    pub updates_dropped: AtomicU64,
+    /// Pushed updates that did not decode or verify (tampered, unsigned, untrusted).
+    pub updates_rejected: AtomicU64,
+    /// Pushed updates for objects not held here, or not newer than the version held.
+    pub updates_ignored: AtomicU64,
 }
 
 /// A peer and what we know of it.
@@ -797,21 +799,23 @@ impl EventLoop {
     }
 
     /// A pushed object: applied if it verifies, this node holds an older version, and it is
-    /// newer; otherwise dropped.
+    /// newer; otherwise counted and dropped.
     fn on_push(&mut self, data: &[u8]) {
-        let applied = SignedObject::decode(data)
+        let verified = SignedObject::decode(data)
             .ok()
-            .filter(|o| o.verify(&self.trusted, None).is_ok())
-            .filter(|o| {
-                self.store
-                    .version(&o.guid())
-                    .is_some_and(|held| held < o.object.version)
-            })
-            .is_some_and(|o| matches!(self.store.put(o), Ok(Put::Stored)));
-        let counter = if applied {
+            .filter(|o| o.verify(&self.trusted, None).is_ok());
+        let Some(object) = verified else {
+            self.stats.updates_rejected.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let newer = self
+            .store
+            .version(&object.guid())
+            .is_some_and(|held| held < object.object.version);
+        let counter = if newer && matches!(self.store.put(object), Ok(Put::Stored)) {
             &self.stats.updates_applied
         } else {
-            &self.stats.updates_dropped
+            &self.stats.updates_ignored
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }

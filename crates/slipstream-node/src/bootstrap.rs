@@ -65,9 +65,36 @@ pub struct Running {
     certificates: Option<Arc<listen::Certificates>>,
     stop: tokio::sync::oneshot::Sender<()>,
     served: tokio::task::JoinHandle<usize>,
+    /// Listeners serving beside the main one (a prefetch listener), drained with it.
+    beside: Vec<(
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<usize>,
+    )>,
 }
 
 impl Running {
+    /// Serves `handler` on `listener` (plain HTTP) too, with the main listener's limits, until
+    /// the node is drained; the drain waits for its requests as for the main listener's.
+    pub fn serve_beside<H: Handler>(
+        &mut self,
+        listener: tokio::net::TcpListener,
+        handler: Arc<H>,
+        listen: &Listen,
+    ) {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(listen::serve(
+            listener,
+            None,
+            listen.limits,
+            handler,
+            async move {
+                let _ = stopped.await;
+            },
+            listen.drain,
+        ));
+        self.beside.push((stop, served));
+    }
+
     /// Presents the certificate in `cert` and `key` from the next TLS handshake on (a reload);
     /// connections already open keep theirs. An error leaves the current certificate. Nothing
     /// to do for a plain-HTTP listener.
@@ -87,7 +114,16 @@ impl Running {
     /// deadline.
     pub async fn drain(self) -> usize {
         let _ = self.stop.send(());
-        self.served.await.unwrap_or(0)
+        let mut handles = vec![self.served];
+        for (stop, served) in self.beside {
+            let _ = stop.send(());
+            handles.push(served);
+        }
+        let mut cut = 0;
+        for h in handles {
+            cut += h.await.unwrap_or(0);
+        }
+        cut
     }
 }
 
@@ -112,6 +148,7 @@ pub async fn start<H: Handler>(listen: &Listen, handler: Arc<H>) -> Result<Runni
         certificates,
         stop,
         served,
+        beside: Vec::new(),
     })
 }
 

@@ -310,11 +310,13 @@ impl Prefetch {
         }
     }
 
-    /// Binds the prefetch listener, if configured, serving `node` at low priority.
+    /// Binds the prefetch listener, if configured, serving `node` at low priority beside
+    /// `running` (and drained with it).
     fn start_listener<S: slipstream_node::Service>(
         &self,
         node: Arc<Node<S>>,
         listen: &slipstream_node::bootstrap::Listen,
+        running: &mut bootstrap::Running,
     ) -> anyhow::Result<()> {
         let s = self.0.settings();
         let Some(addr) = s.listen else {
@@ -338,14 +340,11 @@ impl Prefetch {
             }
         );
         self.0.set_listener(applied, base);
-        tokio::spawn(slipstream_http::listen::serve(
+        running.serve_beside(
             listener,
-            None,
-            listen.limits,
             Arc::new(slipstream_nps::listener::PrefetchHandler(node)),
-            std::future::pending(),
-            listen.drain,
-        ));
+            listen,
+        );
         Ok(())
     }
 
@@ -388,9 +387,9 @@ pub async fn start_with(
             p.route(&mut node, true);
         }
         let node = Arc::new(node);
-        let running = bootstrap::start(&listen, node.clone()).await?;
+        let mut running = bootstrap::start(&listen, node.clone()).await?;
         if let Some(p) = &prefetch {
-            p.start_listener(node, &listen)?;
+            p.start_listener(node, &listen, &mut running)?;
             p.start_monitor(running.bound.addr);
         }
         return Ok((running, None));
@@ -422,9 +421,9 @@ pub async fn start_with(
         p.route(&mut node, false);
     }
     let node = Arc::new(node);
-    let running = bootstrap::start(&listen, node.clone()).await?;
+    let mut running = bootstrap::start(&listen, node.clone()).await?;
     if let Some(p) = &prefetch {
-        p.start_listener(node, &listen)?;
+        p.start_listener(node, &listen, &mut running)?;
         p.start_monitor(running.bound.addr);
     }
     if cluster.settings.advertise.is_none() {

@@ -264,18 +264,56 @@ fn the_readme_config_example_is_a_valid_node_file_for_both_commands() {
 
 #[test]
 fn sigterm_during_a_100_mb_download_completes_it_and_exits_0() {
-    use std::io::{Read, Write};
-    const SIZE: usize = 100 << 20;
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("big.bin"), vec![7u8; SIZE]).expect("write");
+    std::fs::write(dir.path().join("big.bin"), vec![7u8; BIG]).expect("write");
     let mut node = crate::support::serve(dir.path(), &["--no-cache"]);
-    let mut s = std::net::TcpStream::connect(node.addr).expect("connect");
+    let addr = node.addr;
+    download_through_sigterm(&mut node, addr);
+}
+
+#[test]
+fn sigterm_during_a_download_from_the_prefetch_listener_completes_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("big.bin"), vec![7u8; BIG]).expect("write");
+    let mut node = crate::support::serve(
+        dir.path(),
+        &[
+            "--no-cache",
+            "--prefetch",
+            "--set",
+            "prefetch.budget=unlimited",
+            "--set",
+            "prefetch.listen=127.0.0.1:0",
+        ],
+    );
+    // Printed while the node starts, before its address.
+    let line = node
+        .stdout
+        .iter()
+        .find(|l| l.contains("prefetch listener:"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no prefetch listener line in {:?}", node.stdout));
+    let addr: std::net::SocketAddr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    download_through_sigterm(&mut node, addr);
+}
+
+const BIG: usize = 100 << 20;
+
+/// Downloads `/big.bin` (BIG bytes) from `addr`, sending `node` SIGTERM once the body is under
+/// way: the whole file must arrive, then the node exits 0.
+fn download_through_sigterm(node: &mut Node, addr: std::net::SocketAddr) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
         .expect("timeout");
     write!(
         s,
-        "GET /big.bin HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        node.addr
+        "GET /big.bin HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
     )
     .expect("request");
     // Read the head and the first megabyte: the download is under way, and the rest cannot fit
@@ -307,7 +345,7 @@ fn sigterm_during_a_100_mb_download_completes_it_and_exits_0() {
         }
         body += n;
     }
-    assert_eq!(body, SIZE, "the whole file arrived");
+    assert_eq!(body, BIG, "the whole file arrived");
     let exit = node.child.wait().expect("wait");
     assert_eq!(exit.code(), Some(0), "{exit:?}");
 }

@@ -205,12 +205,9 @@ pub async fn run_agents(
     let mut tasks = tokio::task::JoinSet::new();
     let mut n: u32 = 0;
     let mut last_progress = start;
-    loop {
-        let Some(next) = schedule.next(offset, shared.plan.duration) else {
-            break;
-        };
-        offset = next.1;
-        let at = start + next.0;
+    while let Some((arrival, after)) = schedule.next(offset, shared.plan.duration) {
+        offset = after;
+        let at = start + arrival;
         tokio::time::sleep_until(at).await;
         n += 1;
         if last_progress.elapsed() >= Duration::from_millis(500) {

@@ -4,11 +4,13 @@
 //! - [`object`]: objects named by GUID = hash(cache provider's key ‖ URL), holding the HTTP
 //!   response head, body and exchange times, signed by the provider (§3.1, §4.1);
 //! - [`store`]: each node's bounded content cache (LRU by default), persisted in redb (§4.2.1);
+//! - [`bloom`]: attenuated Bloom filters, the local-area fast path (§3.2.2), without I/O;
 //! - [`net`]: the swarm: Kademlia provider records to find replicas, request-response to fetch
 //!   them, gossipsub to push updates to them, identify and ping for peers and their RTTs.
 //!
 //! The roles (browser proxy, gateway, cache manager) and `slipstream node` build on these.
 
+pub mod bloom;
 pub mod net;
 pub mod object;
 pub mod store;

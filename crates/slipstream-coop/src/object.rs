@@ -33,6 +33,16 @@ const FORMAT: u8 = 1;
 /// signs (gossipsub's, for one) can be replayed as an object.
 const SIGNING_TAG: &[u8] = b"slipstream-coop/object/v1\0";
 
+/// The public key inside an ed25519 peer id (`12D3KooW…`), which embeds its key: how a
+/// configuration names a cache provider to trust. `None` for ids that only hash their key.
+pub fn key_of_peer_id(peer: &libp2p::PeerId) -> Option<PublicKey> {
+    let mh = peer.as_ref();
+    if mh.code() != 0 {
+        return None;
+    }
+    PublicKey::try_decode_protobuf(mh.digest()).ok()
+}
+
 /// An object's globally unique identifier: SHA-256(len(key) ‖ key ‖ URL), `key` the cache
 /// provider's public key in its protobuf encoding.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -429,6 +439,15 @@ mod tests {
             signed.verify(&trusted, Some(&other)),
             Err(VerifyError::WrongGuid)
         );
+    }
+
+    #[test]
+    fn a_provider_is_named_by_its_peer_id() {
+        let key = Keypair::generate_ed25519().public();
+        let id = key.to_peer_id();
+        assert_eq!(key_of_peer_id(&id), Some(key));
+        let named: libp2p::PeerId = id.to_string().parse().unwrap();
+        assert_eq!(key_of_peer_id(&named), key_of_peer_id(&id));
     }
 
     #[test]

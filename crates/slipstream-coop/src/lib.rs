@@ -4,6 +4,8 @@
 //! - [`object`]: objects named by GUID = hash(cache provider's key ‖ URL), holding the HTTP
 //!   response head, body and exchange times, signed by the provider (§3.1, §4.1);
 //! - [`store`]: each node's bounded content cache (LRU by default), persisted in redb (§4.2.1);
+//! - [`rules`]: the roles' HTTP decisions on the shared RFC 9111 rules: the browser proxy's
+//!   pre-check, the gateway's capture of a response as an object, reuse of a stored object;
 //! - [`bloom`]: attenuated Bloom filters, the local-area fast path (§3.2.2), without I/O;
 //! - [`net`]: the swarm: Kademlia provider records to find replicas, request-response to fetch
 //!   them, gossipsub to push updates to them, identify and ping for peers and their RTTs.
@@ -13,6 +15,7 @@
 pub mod bloom;
 pub mod net;
 pub mod object;
+pub mod rules;
 pub mod store;
 
 pub use net::{Client, CoopBehaviour, EventLoop, FetchError, NetConfig, PeerInfo};

@@ -7,12 +7,14 @@
 //! - [`rules`]: the roles' HTTP decisions on the shared RFC 9111 rules: the browser proxy's
 //!   pre-check, the gateway's capture of a response as an object, reuse of a stored object;
 //! - [`bloom`]: attenuated Bloom filters, the local-area fast path (§3.2.2), without I/O;
+//! - [`gateway`]: the gateway role: fetch, store by RFC 9111, sign, hold; the service GUID;
 //! - [`net`]: the swarm: Kademlia provider records to find replicas, request-response to fetch
 //!   them, gossipsub to push updates to them, identify and ping for peers and their RTTs.
 //!
-//! The roles (browser proxy, gateway, cache manager) and `slipstream node` build on these.
+//! The browser proxy and cache manager roles and `slipstream node` build on these.
 
 pub mod bloom;
+pub mod gateway;
 pub mod net;
 pub mod object;
 pub mod rules;

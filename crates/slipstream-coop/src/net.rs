@@ -56,6 +56,9 @@ const MAX_RESPONSE_BYTES: u64 = 80 * 1024 * 1024;
 pub enum CoopRequest {
     /// Send the object with this GUID (32 bytes) if you hold it.
     Fetch(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// (To a gateway.) Fetch this URL from its origin and insert it into the cache (004 §4.4:
+    /// a miss hint becomes an insert).
+    Insert(String),
 }
 
 /// The answer.
@@ -65,8 +68,19 @@ pub enum CoopResponse {
     Object(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Not held here.
     Miss,
-    /// The request was malformed; why.
+    /// The request was malformed, or this node cannot do it; why.
     Refused(String),
+    /// (From a gateway.) Inserted: the object's GUID.
+    Inserted(#[serde(with = "serde_bytes")] Vec<u8>),
+}
+
+/// An insert request a gateway's task must answer (through [`Client::respond`]).
+#[derive(Debug)]
+pub struct InboundInsert {
+    /// The URL to insert.
+    pub url: String,
+    /// Where the answer goes.
+    pub channel: ResponseChannel<CoopResponse>,
 }
 
 /// The node's libp2p behaviours.
@@ -269,6 +283,12 @@ enum Command {
     },
     Peers(oneshot::Sender<Vec<PeerInfo>>),
     Addresses(oneshot::Sender<Vec<Multiaddr>>),
+    Respond(ResponseChannel<CoopResponse>, CoopResponse),
+    Ask {
+        peer: PeerId,
+        request: CoopRequest,
+        done: oneshot::Sender<Result<CoopResponse, String>>,
+    },
 }
 
 /// The handle the rest of the node uses; cheap to clone.
@@ -353,6 +373,9 @@ impl Client {
         match answer {
             CoopResponse::Miss => Err(FetchError::Miss),
             CoopResponse::Refused(why) => Err(FetchError::Refused(why)),
+            CoopResponse::Inserted(_) => {
+                Err(FetchError::Refused("an insert answer to a fetch".into()))
+            }
             CoopResponse::Object(bytes) => {
                 let object = SignedObject::decode(&bytes).map_err(|e| {
                     self.stats.rejected.fetch_add(1, Ordering::Relaxed);
@@ -364,6 +387,32 @@ impl Client {
                 })?;
                 Ok(object)
             }
+        }
+    }
+
+    /// Answers an inbound insert (a gateway's task).
+    pub async fn respond(&self, channel: ResponseChannel<CoopResponse>, response: CoopResponse) {
+        let _ = self.tx.send(Command::Respond(channel, response)).await;
+    }
+
+    /// Asks the gateway `peer` to insert `url`; its GUID once inserted.
+    pub async fn insert_via(&self, peer: PeerId, url: &str) -> Result<Guid, FetchError> {
+        let request = CoopRequest::Insert(url.to_owned());
+        let answer = self
+            .ask(|done| Command::Ask {
+                peer,
+                request,
+                done,
+            })
+            .await
+            .unwrap_or_else(|| Err(GONE.to_owned()))
+            .map_err(FetchError::Network)?;
+        match answer {
+            CoopResponse::Inserted(guid) => {
+                Guid::from_slice(&guid).map_err(|e| FetchError::Refused(e.to_string()))
+            }
+            CoopResponse::Refused(why) => Err(FetchError::Refused(why)),
+            other => Err(FetchError::Refused(format!("unexpected answer {other:?}"))),
         }
     }
 
@@ -440,6 +489,7 @@ pub struct EventLoop {
     fetches: HashMap<OutboundRequestId, oneshot::Sender<Result<CoopResponse, String>>>,
     dials: HashMap<PeerId, Vec<oneshot::Sender<Result<(), String>>>>,
     rtt: HashMap<PeerId, Duration>,
+    inserts: Option<mpsc::Sender<InboundInsert>>,
 }
 
 impl std::fmt::Debug for EventLoop {
@@ -484,6 +534,7 @@ impl EventLoop {
             fetches: HashMap::new(),
             dials: HashMap::new(),
             rtt: HashMap::new(),
+            inserts: None,
         };
         for addr in event_loop.config.bootstrap.clone() {
             event_loop.dial(addr, None);
@@ -493,6 +544,14 @@ impl EventLoop {
             event_loop.provide_backlog.push_back(guid);
         }
         Ok((event_loop, client))
+    }
+
+    /// Makes this node a gateway: insert requests go to the returned queue, whose task
+    /// answers each with [`Client::respond`] (see [`crate::gateway`]).
+    pub fn accept_inserts(&mut self, queue: usize) -> mpsc::Receiver<InboundInsert> {
+        let (tx, rx) = mpsc::channel(queue.max(1));
+        self.inserts = Some(tx);
+        rx
     }
 
     /// Runs until every [`Client`] is dropped.
@@ -616,6 +675,25 @@ impl EventLoop {
                     })
                     .collect();
                 let _ = done.send(peers);
+            }
+            Command::Respond(channel, response) => {
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .fetch
+                    .send_response(channel, response);
+            }
+            Command::Ask {
+                peer,
+                request,
+                done,
+            } => {
+                let id = self
+                    .swarm
+                    .behaviour_mut()
+                    .fetch
+                    .send_request(&peer, request);
+                self.fetches.insert(id, done);
             }
             Command::Addresses(done) => {
                 let me = *self.swarm.local_peer_id();
@@ -790,7 +868,26 @@ impl EventLoop {
                     }
                 },
             },
+            CoopRequest::Insert(url) => {
+                let Some(queue) = &self.inserts else {
+                    return self.respond(channel, CoopResponse::Refused("not a gateway".into()));
+                };
+                match queue.try_send(InboundInsert { url, channel }) {
+                    Ok(()) => return,
+                    Err(
+                        mpsc::error::TrySendError::Full(InboundInsert { channel, .. })
+                        | mpsc::error::TrySendError::Closed(InboundInsert { channel, .. }),
+                    ) => {
+                        return self
+                            .respond(channel, CoopResponse::Refused("the gateway is busy".into()))
+                    }
+                }
+            }
         };
+        self.respond(channel, response);
+    }
+
+    fn respond(&mut self, channel: ResponseChannel<CoopResponse>, response: CoopResponse) {
         let _ = self
             .swarm
             .behaviour_mut()

@@ -1,0 +1,124 @@
+//! The gateway role (004 §4.2.3, §5.4): fetches a URL from its origin, decides by RFC 9111
+//! whether a shared cache may store the response, signs it with the cache provider's key and
+//! holds it (stored, announced, its site's pushes followed). Gateways announce a well-known
+//! service GUID so that cache managers and proxies find one through the DHT; a node that is
+//! not a gateway refuses insert requests.
+//!
+//! An insert of an object the gateway already holds with the same status, head and body makes
+//! no new version; a changed response becomes the next version (what a monitor pushes).
+//! Inserts are handled one at a time, in arrival order; the queue in front is bounded and a
+//! full one answers "busy" (`EventLoop::accept_inserts`). Only `http://` origins for now.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::rt::TokioExecutor;
+use libp2p::identity::{Keypair, PublicKey};
+use tokio::sync::mpsc;
+
+use crate::net::{Client, CoopResponse, InboundInsert};
+use crate::object::{Guid, MAX_BODY_BYTES};
+use crate::rules;
+
+/// The GUID every gateway of the provider `provider` announces.
+pub fn service_guid(provider: &PublicKey) -> Guid {
+    Guid::new(provider, "slipstream:service:gateway")
+}
+
+/// A gateway for one cache provider.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    client: Client,
+    provider: Keypair,
+    http: HttpClient<HttpConnector, Empty<Bytes>>,
+    timeout: Duration,
+}
+
+impl Gateway {
+    /// A gateway signing with `provider`, holding objects through `client` (whose node must
+    /// trust `provider`'s public key).
+    pub fn new(client: Client, provider: Keypair) -> Gateway {
+        let http = HttpClient::builder(TokioExecutor::new()).build(HttpConnector::new());
+        Gateway {
+            client,
+            provider,
+            http,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Announces the gateway service.
+    pub async fn announce(&self) {
+        self.client
+            .provide(service_guid(&self.provider.public()))
+            .await;
+    }
+
+    /// Fetches `url` and holds it as a signed object; its GUID, or why not.
+    pub async fn insert(&self, url: &str) -> Result<Guid, String> {
+        let uri: http::Uri = url.parse().map_err(|_| format!("`{url}` is not a URL"))?;
+        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            return Err(format!("`{url}`: only absolute http:// URLs are fetched"));
+        }
+        let req = http::Request::get(uri.clone())
+            .header(http::header::USER_AGENT, "slipstream-gateway")
+            .body(Empty::new())
+            .map_err(|e| e.to_string())?;
+        let (req_parts, _) = http::Request::get(uri)
+            .body(())
+            .map_err(|e| e.to_string())?
+            .into_parts();
+        let requested_at = SystemTime::now();
+        let exchange = async {
+            let res = self
+                .http
+                .request(req)
+                .await
+                .map_err(|e| format!("cannot fetch {url}: {e}"))?;
+            let (parts, body) = res.into_parts();
+            let body = Limited::new(body, MAX_BODY_BYTES)
+                .collect()
+                .await
+                .map_err(|e| format!("{url}: {e}"))?
+                .to_bytes();
+            Ok::<_, String>((parts, body))
+        };
+        let (parts, body) = tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| format!("{url}: no answer within {:?}", self.timeout))??;
+        let received_at = SystemTime::now();
+        let guid = Guid::new(&self.provider.public(), url);
+        let held = self.client.store().get(&guid);
+        let version = held.as_ref().map_or(1, |h| h.object.version + 1);
+        let object = rules::capture(&req_parts, &parts, body, requested_at, received_at, version)
+            .map_err(|e| format!("{url}: {e}"))?;
+        if let Some(h) = &held {
+            if h.object.status == object.status
+                && h.object.headers == object.headers
+                && h.object.body == object.body
+            {
+                return Ok(guid);
+            }
+        }
+        let signed = object.sign(&self.provider).map_err(|e| e.to_string())?;
+        self.client.hold(signed).await?;
+        Ok(guid)
+    }
+
+    /// Answers the inserts in `queue` until it closes.
+    pub async fn run(self, mut queue: mpsc::Receiver<InboundInsert>) {
+        while let Some(InboundInsert { url, channel }) = queue.recv().await {
+            let response = match self.insert(&url).await {
+                Ok(guid) => CoopResponse::Inserted(guid.0.to_vec()),
+                Err(why) => {
+                    tracing::info!(%url, %why, "insert refused");
+                    CoopResponse::Refused(why)
+                }
+            };
+            self.client.respond(channel, response).await;
+        }
+    }
+}

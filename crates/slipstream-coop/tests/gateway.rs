@@ -1,0 +1,170 @@
+//! The gateway role in-process: an origin on loopback (hyper), a gateway node and a node that
+//! asks it to insert, on libp2p's memory transport.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use libp2p::identity::Keypair;
+use libp2p::{Multiaddr, Swarm};
+use libp2p_swarm_test::SwarmExt as _;
+use slipstream_coop::gateway::{service_guid, Gateway};
+use slipstream_coop::{Client, CoopBehaviour, EventLoop, FetchError, NetConfig, Store};
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// An origin: `/page` cacheable for a minute (its body from `body`), `/private` private.
+async fn origin(body: Arc<parking_lot::Mutex<&'static str>>) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let body = body.clone();
+            tokio::spawn(async move {
+                let service =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let body = body.clone();
+                        async move {
+                            let res = match req.uri().path() {
+                                "/page" => http::Response::builder()
+                                    .header("cache-control", "max-age=60")
+                                    .header("content-type", "text/html")
+                                    .body(Full::new(Bytes::from(*body.lock()))),
+                                "/private" => http::Response::builder()
+                                    .header("cache-control", "private")
+                                    .body(Full::new(Bytes::from_static(b"mine"))),
+                                _ => http::Response::builder()
+                                    .status(404)
+                                    .body(Full::new(Bytes::new())),
+                            };
+                            Ok::<_, Infallible>(res.unwrap())
+                        }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+struct Node {
+    client: Client,
+    addr: Multiaddr,
+}
+
+async fn node(provider: &Keypair, bootstrap: Vec<Multiaddr>, gateway: bool) -> Node {
+    let config = NetConfig {
+        listen: vec!["/memory/0".parse().unwrap()],
+        bootstrap,
+        trusted: vec![provider.public()],
+        ..NetConfig::default()
+    };
+    let c = config.clone();
+    let swarm = Swarm::new_ephemeral_tokio(move |key| CoopBehaviour::new(&key, &c).unwrap());
+    let store = Store::open(None, 1 << 20, "lru".parse().unwrap()).unwrap();
+    let (mut event_loop, client) = EventLoop::new(swarm, config, Arc::new(store)).unwrap();
+    let inserts = gateway.then(|| event_loop.accept_inserts(16));
+    tokio::spawn(event_loop.run());
+    if let Some(inserts) = inserts {
+        let g = Gateway::new(client.clone(), provider.clone());
+        g.announce().await;
+        tokio::spawn(g.run(inserts));
+    }
+    let addr = eventually("a listen address", || async {
+        client.addresses().await.into_iter().next()
+    })
+    .await;
+    Node { client, addr }
+}
+
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "{what}: never happened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_miss_hint_becomes_a_signed_replica_anyone_can_fetch() {
+    let provider = Keypair::generate_ed25519();
+    let body = Arc::new(parking_lot::Mutex::new("version one"));
+    let origin = origin(body.clone()).await;
+    let gateway = node(&provider, Vec::new(), true).await;
+    let plain = node(&provider, vec![gateway.addr.clone()], false).await;
+    let asker = node(&provider, vec![gateway.addr.clone()], false).await;
+
+    // The asker finds a gateway by the service GUID, with no configuration naming it.
+    let service = service_guid(&provider.public());
+    let found = eventually("a gateway found", || async {
+        let g = asker
+            .client
+            .find_providers(service, 1, Duration::from_secs(5))
+            .await;
+        g.first().copied()
+    })
+    .await;
+    assert_eq!(found, gateway.client.peer_id());
+
+    let url = format!("http://{origin}/page");
+    let guid = asker.client.insert_via(found, &url).await.unwrap();
+    let providers = eventually("the replica announced", || async {
+        let p = asker
+            .client
+            .find_providers(guid, 1, Duration::from_secs(5))
+            .await;
+        (!p.is_empty()).then_some(p)
+    })
+    .await;
+    let object = asker.client.fetch(providers[0], guid).await.unwrap();
+    assert_eq!(object.object.body, Bytes::from_static(b"version one"));
+    assert_eq!(object.object.header("cache-control"), Some("max-age=60"));
+    assert_eq!(object.object.version, 1);
+
+    // Inserting it again unchanged makes no new version; a changed origin makes version 2.
+    asker.client.insert_via(found, &url).await.unwrap();
+    assert_eq!(gateway.client.store().version(&guid), Some(1));
+    *body.lock() = "version two";
+    asker.client.insert_via(found, &url).await.unwrap();
+    assert_eq!(gateway.client.store().version(&guid), Some(2));
+
+    // What may not be shared, cannot be fetched, or is not a URL is refused with the reason.
+    let private = asker
+        .client
+        .insert_via(found, &format!("http://{origin}/private"))
+        .await;
+    assert!(
+        matches!(&private, Err(FetchError::Refused(why)) if why.contains("RFC 9111")),
+        "{private:?}"
+    );
+    let down = asker
+        .client
+        .insert_via(found, "http://127.0.0.1:9/page")
+        .await;
+    assert!(
+        matches!(&down, Err(FetchError::Refused(why)) if why.contains("cannot fetch")),
+        "{down:?}"
+    );
+    let bad = asker.client.insert_via(found, "ftp://x/y").await;
+    assert!(matches!(bad, Err(FetchError::Refused(_))), "{bad:?}");
+    assert_eq!(gateway.client.store().stats().objects, 1);
+
+    // A node that is not a gateway says so.
+    asker.client.dial(plain.addr.clone()).await.unwrap();
+    let refused = asker.client.insert_via(plain.client.peer_id(), &url).await;
+    assert_eq!(refused, Err(FetchError::Refused("not a gateway".into())));
+}

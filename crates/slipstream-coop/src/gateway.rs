@@ -6,8 +6,8 @@
 //!
 //! An insert of an object the gateway already holds with the same status, head and body makes
 //! no new version; a changed response becomes the next version (what a monitor pushes).
-//! Inserts are handled one at a time, in arrival order; the queue in front is bounded and a
-//! full one answers "busy" (`EventLoop::accept_inserts`). Only `http://` origins for now.
+//! Requests reach it through the node's role task ([`crate::roles`]). Only `http://` origins
+//! for now.
 
 use std::time::{Duration, SystemTime};
 
@@ -17,9 +17,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use libp2p::identity::{Keypair, PublicKey};
-use tokio::sync::mpsc;
 
-use crate::net::{Client, CoopResponse, InboundInsert};
+use crate::net::Client;
 use crate::object::{Guid, MAX_BODY_BYTES};
 use crate::rules;
 
@@ -106,19 +105,5 @@ impl Gateway {
         let signed = object.sign(&self.provider).map_err(|e| e.to_string())?;
         self.client.hold(signed).await?;
         Ok(guid)
-    }
-
-    /// Answers the inserts in `queue` until it closes.
-    pub async fn run(self, mut queue: mpsc::Receiver<InboundInsert>) {
-        while let Some(InboundInsert { url, channel }) = queue.recv().await {
-            let response = match self.insert(&url).await {
-                Ok(guid) => CoopResponse::Inserted(guid.0.to_vec()),
-                Err(why) => {
-                    tracing::info!(%url, %why, "insert refused");
-                    CoopResponse::Refused(why)
-                }
-            };
-            self.client.respond(channel, response).await;
-        }
     }
 }

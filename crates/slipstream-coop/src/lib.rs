@@ -8,15 +8,18 @@
 //!   pre-check, the gateway's capture of a response as an object, reuse of a stored object;
 //! - [`bloom`]: attenuated Bloom filters, the local-area fast path (§3.2.2), without I/O;
 //! - [`gateway`]: the gateway role: fetch, store by RFC 9111, sign, hold; the service GUID;
+//! - [`roles`]: the browser proxy's lookup and miss hints, the cache manager, and the task
+//!   that answers a node's role requests;
 //! - [`net`]: the swarm: Kademlia provider records to find replicas, request-response to fetch
 //!   them, gossipsub to push updates to them, identify and ping for peers and their RTTs.
 //!
-//! The browser proxy and cache manager roles and `slipstream node` build on these.
+//! `slipstream node` builds on these.
 
 pub mod bloom;
 pub mod gateway;
 pub mod net;
 pub mod object;
+pub mod roles;
 pub mod rules;
 pub mod store;
 

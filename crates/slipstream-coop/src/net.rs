@@ -59,6 +59,8 @@ pub enum CoopRequest {
     /// (To a gateway.) Fetch this URL from its origin and insert it into the cache (004 §4.4:
     /// a miss hint becomes an insert).
     Insert(String),
+    /// (To a cache manager, from a browser proxy.) This URL was not found nearby (§4.4).
+    MissHint(String),
 }
 
 /// The answer.
@@ -74,11 +76,20 @@ pub enum CoopResponse {
     Inserted(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
-/// An insert request a gateway's task must answer (through [`Client::respond`]).
+/// What a peer asks of a node's roles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RoleRequest {
+    /// Insert this URL (a gateway's job).
+    Insert(String),
+    /// This URL was missed nearby (a cache manager's job).
+    MissHint(String),
+}
+
+/// A role request the node's role task must answer (through [`Client::respond`]).
 #[derive(Debug)]
-pub struct InboundInsert {
-    /// The URL to insert.
-    pub url: String,
+pub struct Inbound {
+    /// What is asked.
+    pub request: RoleRequest,
     /// Where the answer goes.
     pub channel: ResponseChannel<CoopResponse>,
 }
@@ -397,7 +408,18 @@ impl Client {
 
     /// Asks the gateway `peer` to insert `url`; its GUID once inserted.
     pub async fn insert_via(&self, peer: PeerId, url: &str) -> Result<Guid, FetchError> {
-        let request = CoopRequest::Insert(url.to_owned());
+        self.ask_role(peer, CoopRequest::Insert(url.to_owned()))
+            .await
+    }
+
+    /// Tells the cache manager `peer` that `url` was missed nearby; the GUID of the replica it
+    /// made.
+    pub async fn hint_miss(&self, peer: PeerId, url: &str) -> Result<Guid, FetchError> {
+        self.ask_role(peer, CoopRequest::MissHint(url.to_owned()))
+            .await
+    }
+
+    async fn ask_role(&self, peer: PeerId, request: CoopRequest) -> Result<Guid, FetchError> {
         let answer = self
             .ask(|done| Command::Ask {
                 peer,
@@ -489,7 +511,7 @@ pub struct EventLoop {
     fetches: HashMap<OutboundRequestId, oneshot::Sender<Result<CoopResponse, String>>>,
     dials: HashMap<PeerId, Vec<oneshot::Sender<Result<(), String>>>>,
     rtt: HashMap<PeerId, Duration>,
-    inserts: Option<mpsc::Sender<InboundInsert>>,
+    roles: Option<mpsc::Sender<Inbound>>,
 }
 
 impl std::fmt::Debug for EventLoop {
@@ -534,7 +556,7 @@ impl EventLoop {
             fetches: HashMap::new(),
             dials: HashMap::new(),
             rtt: HashMap::new(),
-            inserts: None,
+            roles: None,
         };
         for addr in event_loop.config.bootstrap.clone() {
             event_loop.dial(addr, None);
@@ -546,11 +568,12 @@ impl EventLoop {
         Ok((event_loop, client))
     }
 
-    /// Makes this node a gateway: insert requests go to the returned queue, whose task
-    /// answers each with [`Client::respond`] (see [`crate::gateway`]).
-    pub fn accept_inserts(&mut self, queue: usize) -> mpsc::Receiver<InboundInsert> {
+    /// Gives this node roles: role requests (inserts, miss hints) go to the returned queue,
+    /// whose task answers each with [`Client::respond`] (see [`crate::roles`]). Without it the
+    /// node refuses them.
+    pub fn accept_role_requests(&mut self, queue: usize) -> mpsc::Receiver<Inbound> {
         let (tx, rx) = mpsc::channel(queue.max(1));
-        self.inserts = Some(tx);
+        self.roles = Some(tx);
         rx
     }
 
@@ -869,22 +892,29 @@ impl EventLoop {
                 },
             },
             CoopRequest::Insert(url) => {
-                let Some(queue) = &self.inserts else {
-                    return self.respond(channel, CoopResponse::Refused("not a gateway".into()));
-                };
-                match queue.try_send(InboundInsert { url, channel }) {
-                    Ok(()) => return,
-                    Err(
-                        mpsc::error::TrySendError::Full(InboundInsert { channel, .. })
-                        | mpsc::error::TrySendError::Closed(InboundInsert { channel, .. }),
-                    ) => {
-                        return self
-                            .respond(channel, CoopResponse::Refused("the gateway is busy".into()))
-                    }
-                }
+                return self.pass_to_roles(RoleRequest::Insert(url), channel)
+            }
+            CoopRequest::MissHint(url) => {
+                return self.pass_to_roles(RoleRequest::MissHint(url), channel)
             }
         };
         self.respond(channel, response);
+    }
+
+    fn pass_to_roles(&mut self, request: RoleRequest, channel: ResponseChannel<CoopResponse>) {
+        let Some(queue) = &self.roles else {
+            return self.respond(
+                channel,
+                CoopResponse::Refused("this node has no roles".into()),
+            );
+        };
+        if let Err(
+            mpsc::error::TrySendError::Full(Inbound { channel, .. })
+            | mpsc::error::TrySendError::Closed(Inbound { channel, .. }),
+        ) = queue.try_send(Inbound { request, channel })
+        {
+            self.respond(channel, CoopResponse::Refused("the node is busy".into()));
+        }
     }
 
     fn respond(&mut self, channel: ResponseChannel<CoopResponse>, response: CoopResponse) {

@@ -1,5 +1,5 @@
-//! The gateway role in-process: an origin on loopback (hyper), a gateway node and a node that
-//! asks it to insert, on libp2p's memory transport.
+//! The roles in-process: an origin on loopback (hyper), and gateway, cache manager and plain
+//! (browser proxy) nodes on libp2p's memory transport.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use libp2p::identity::Keypair;
 use libp2p::{Multiaddr, Swarm};
 use libp2p_swarm_test::SwarmExt as _;
 use slipstream_coop::gateway::{service_guid, Gateway};
+use slipstream_coop::roles::{self, Manager};
 use slipstream_coop::{Client, CoopBehaviour, EventLoop, FetchError, NetConfig, Store};
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -59,7 +60,14 @@ struct Node {
     addr: Multiaddr,
 }
 
-async fn node(provider: &Keypair, bootstrap: Vec<Multiaddr>, gateway: bool) -> Node {
+#[derive(Clone, Copy, PartialEq)]
+enum Role {
+    Plain,
+    Gateway,
+    Manager,
+}
+
+async fn node(provider: &Keypair, bootstrap: Vec<Multiaddr>, role: Role) -> Node {
     let config = NetConfig {
         listen: vec!["/memory/0".parse().unwrap()],
         bootstrap,
@@ -70,12 +78,20 @@ async fn node(provider: &Keypair, bootstrap: Vec<Multiaddr>, gateway: bool) -> N
     let swarm = Swarm::new_ephemeral_tokio(move |key| CoopBehaviour::new(&key, &c).unwrap());
     let store = Store::open(None, 1 << 20, "lru".parse().unwrap()).unwrap();
     let (mut event_loop, client) = EventLoop::new(swarm, config, Arc::new(store)).unwrap();
-    let inserts = gateway.then(|| event_loop.accept_inserts(16));
+    let queue = (role != Role::Plain).then(|| event_loop.accept_role_requests(16));
     tokio::spawn(event_loop.run());
-    if let Some(inserts) = inserts {
-        let g = Gateway::new(client.clone(), provider.clone());
-        g.announce().await;
-        tokio::spawn(g.run(inserts));
+    if let Some(queue) = queue {
+        let (mut gateway, mut manager) = (None, None);
+        if role == Role::Gateway {
+            let g = Gateway::new(client.clone(), provider.clone());
+            g.announce().await;
+            gateway = Some(g);
+        } else {
+            let m = Manager::new(client.clone(), provider.public(), Duration::from_secs(5));
+            m.announce().await;
+            manager = Some(m);
+        }
+        tokio::spawn(roles::serve(client.clone(), gateway, manager, queue));
     }
     let addr = eventually("a listen address", || async {
         client.addresses().await.into_iter().next()
@@ -104,9 +120,9 @@ async fn a_miss_hint_becomes_a_signed_replica_anyone_can_fetch() {
     let provider = Keypair::generate_ed25519();
     let body = Arc::new(parking_lot::Mutex::new("version one"));
     let origin = origin(body.clone()).await;
-    let gateway = node(&provider, Vec::new(), true).await;
-    let plain = node(&provider, vec![gateway.addr.clone()], false).await;
-    let asker = node(&provider, vec![gateway.addr.clone()], false).await;
+    let gateway = node(&provider, Vec::new(), Role::Gateway).await;
+    let plain = node(&provider, vec![gateway.addr.clone()], Role::Plain).await;
+    let asker = node(&provider, vec![gateway.addr.clone()], Role::Plain).await;
 
     // The asker finds a gateway by the service GUID, with no configuration naming it.
     let service = service_guid(&provider.public());
@@ -163,8 +179,60 @@ async fn a_miss_hint_becomes_a_signed_replica_anyone_can_fetch() {
     assert!(matches!(bad, Err(FetchError::Refused(_))), "{bad:?}");
     assert_eq!(gateway.client.store().stats().objects, 1);
 
-    // A node that is not a gateway says so.
+    // A node without roles says so.
     asker.client.dial(plain.addr.clone()).await.unwrap();
     let refused = asker.client.insert_via(plain.client.peer_id(), &url).await;
-    assert_eq!(refused, Err(FetchError::Refused("not a gateway".into())));
+    assert_eq!(
+        refused,
+        Err(FetchError::Refused("this node has no roles".into()))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_miss_hint_to_a_discovered_manager_makes_a_replica_the_proxy_then_finds() {
+    let provider = Keypair::generate_ed25519();
+    let origin = origin(Arc::new(parking_lot::Mutex::new("hello"))).await;
+    let gateway = node(&provider, Vec::new(), Role::Gateway).await;
+    let proxy = node(&provider, vec![gateway.addr.clone()], Role::Plain).await;
+    let url = format!("http://{origin}/page");
+    let trusted = [provider.public()];
+    let budget = Duration::from_secs(3);
+
+    // Nothing in the cache yet: a miss, and no manager to tell.
+    assert!(roles::lookup(&proxy.client, &trusted, &url, budget)
+        .await
+        .is_none());
+    assert!(
+        roles::hint_miss(&proxy.client, &provider.public(), &url, budget)
+            .await
+            .is_err()
+    );
+
+    // A manager joins; the proxy's configuration does not change.
+    let manager = node(&provider, vec![gateway.addr.clone()], Role::Manager).await;
+    let (used, guid) = eventually("the new manager used", || async {
+        roles::hint_miss(&proxy.client, &provider.public(), &url, budget)
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(used, manager.client.peer_id());
+    // The manager holds a replica (inserted by the gateway, copied from it).
+    assert!(manager.client.store().contains(&guid));
+    assert!(gateway.client.store().contains(&guid));
+
+    let found = eventually("the replica found", || async {
+        roles::lookup(&proxy.client, &trusted, &url, budget).await
+    })
+    .await;
+    assert_eq!(found.object.object.body, Bytes::from_static(b"hello"));
+    let from = found.from.expect("from a peer");
+    assert!(from == manager.client.peer_id() || from == gateway.client.peer_id());
+
+    // A gateway asked for a miss hint, or a manager for an insert, refuses.
+    let wrong = proxy.client.hint_miss(gateway.client.peer_id(), &url).await;
+    assert_eq!(
+        wrong,
+        Err(FetchError::Refused("not a cache manager".into()))
+    );
 }

@@ -1,0 +1,195 @@
+//! The cache manager and browser proxy roles (004 §4.2.2, §4.2.4, §4.4, §5.5), and the task that
+//! answers a node's role requests.
+//!
+//! - The **browser proxy** looks a URL up ([`lookup`]): its own store, then the providers the
+//!   DHT names within a time budget, nearest (by ping RTT) first, each object verified. On a
+//!   miss it fetches from the origin (the caller's job) and sends a miss hint to a cache
+//!   manager found by the well-known service GUID ([`hint_miss`]).
+//! - The **cache manager** ([`Manager`]), on a miss hint, makes a replica on its own node, as
+//!   the paper's implementation does (§5.5): from a node that already holds the object, or,
+//!   when none does, through a gateway's insert.
+//! - [`serve`] answers the requests the event loop queues for the node's roles, each in a task
+//!   of its own (a manager may ask a gateway on the same node), at most [`MAX_CONCURRENT`] at
+//!   once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use libp2p::identity::PublicKey;
+use libp2p::PeerId;
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::gateway::{service_guid, Gateway};
+use crate::net::{Client, CoopResponse, FetchError, Inbound, RoleRequest};
+use crate::object::{Guid, SignedObject};
+
+/// Role requests handled at once at most.
+pub const MAX_CONCURRENT: usize = 16;
+
+/// The GUID every cache manager of the provider `provider` announces.
+pub fn manager_guid(provider: &PublicKey) -> Guid {
+    Guid::new(provider, "slipstream:service:cache-manager")
+}
+
+/// Where a lookup found its object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    /// The node that sent it (`None`: this node's own store).
+    pub from: Option<PeerId>,
+    /// The object, verified.
+    pub object: Arc<SignedObject>,
+}
+
+/// Providers of `guid` ordered nearest first: measured RTTs ascending, unmeasured last.
+async fn nearest_first(client: &Client, mut providers: Vec<PeerId>) -> Vec<PeerId> {
+    let peers = client.peers().await;
+    let rtt = |p: &PeerId| {
+        peers
+            .iter()
+            .find(|i| i.peer == *p)
+            .and_then(|i| i.rtt)
+            .unwrap_or(Duration::MAX)
+    };
+    providers.sort_by_key(rtt);
+    providers
+}
+
+/// The browser proxy's lookup of `url` among the objects of the providers it trusts, within
+/// `budget` for the DHT: `None` is a miss (go to the origin).
+pub async fn lookup(
+    client: &Client,
+    providers: &[PublicKey],
+    url: &str,
+    budget: Duration,
+) -> Option<Found> {
+    for provider in providers {
+        let guid = Guid::new(provider, url);
+        if let Some(object) = client.store().get(&guid) {
+            return Some(Found { from: None, object });
+        }
+        let holders = client.find_providers(guid, 3, budget).await;
+        for peer in nearest_first(client, holders).await {
+            match client.fetch(peer, guid).await {
+                Ok(object) => {
+                    return Some(Found {
+                        from: Some(peer),
+                        object: Arc::new(object),
+                    })
+                }
+                Err(e) => tracing::debug!(%peer, error = %e, "a provider failed; the next"),
+            }
+        }
+    }
+    None
+}
+
+/// Sends a miss hint for `url` to a cache manager of `provider` found within `budget`; the
+/// manager's peer id and the replica's GUID, or why not.
+pub async fn hint_miss(
+    client: &Client,
+    provider: &PublicKey,
+    url: &str,
+    budget: Duration,
+) -> Result<(PeerId, Guid), FetchError> {
+    let managers = client
+        .find_providers(manager_guid(provider), 1, budget)
+        .await;
+    let Some(&manager) = nearest_first(client, managers).await.first() else {
+        return Err(FetchError::Refused("no cache manager found".into()));
+    };
+    let guid = client.hint_miss(manager, url).await?;
+    Ok((manager, guid))
+}
+
+/// A cache manager for one provider.
+#[derive(Debug, Clone)]
+pub struct Manager {
+    client: Client,
+    provider: PublicKey,
+    budget: Duration,
+}
+
+impl Manager {
+    /// A manager making replicas of `provider`'s objects on its node, giving each DHT lookup
+    /// `budget`.
+    pub fn new(client: Client, provider: PublicKey, budget: Duration) -> Manager {
+        Manager {
+            client,
+            provider,
+            budget,
+        }
+    }
+
+    /// Announces the cache manager service.
+    pub async fn announce(&self) {
+        self.client.provide(manager_guid(&self.provider)).await;
+    }
+
+    /// A miss hint for `url`: a replica here, copied from a holder or inserted by a gateway.
+    pub async fn on_miss(&self, url: &str) -> Result<Guid, String> {
+        let guid = Guid::new(&self.provider, url);
+        if self.client.store().contains(&guid) {
+            return Ok(guid);
+        }
+        let mut holders = self.client.find_providers(guid, 3, self.budget).await;
+        if holders.is_empty() {
+            let gateways = self
+                .client
+                .find_providers(service_guid(&self.provider), 1, self.budget)
+                .await;
+            let gateway = *nearest_first(&self.client, gateways)
+                .await
+                .first()
+                .ok_or("no gateway found")?;
+            self.client
+                .insert_via(gateway, url)
+                .await
+                .map_err(|e| e.to_string())?;
+            holders = vec![gateway];
+        }
+        let mut last = String::from("no holder answered");
+        for peer in nearest_first(&self.client, holders).await {
+            match self.client.fetch(peer, guid).await {
+                Ok(object) => {
+                    self.client.hold(object).await?;
+                    return Ok(guid);
+                }
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(last)
+    }
+}
+
+/// Answers the role requests in `queue` with the roles this node has, until it closes.
+pub async fn serve(
+    client: Client,
+    gateway: Option<Gateway>,
+    manager: Option<Manager>,
+    mut queue: mpsc::Receiver<Inbound>,
+) {
+    let limit = Arc::new(Semaphore::new(MAX_CONCURRENT));
+    while let Some(Inbound { request, channel }) = queue.recv().await {
+        let Ok(permit) = limit.clone().acquire_owned().await else {
+            return;
+        };
+        let (client, gateway, manager) = (client.clone(), gateway.clone(), manager.clone());
+        tokio::spawn(async move {
+            let result = match (&request, &gateway, &manager) {
+                (RoleRequest::Insert(url), Some(g), _) => g.insert(url).await,
+                (RoleRequest::MissHint(url), _, Some(m)) => m.on_miss(url).await,
+                (RoleRequest::Insert(_), None, _) => Err("not a gateway".to_owned()),
+                (RoleRequest::MissHint(_), _, None) => Err("not a cache manager".to_owned()),
+            };
+            let response = match result {
+                Ok(guid) => CoopResponse::Inserted(guid.0.to_vec()),
+                Err(why) => {
+                    tracing::info!(?request, %why, "role request refused");
+                    CoopResponse::Refused(why)
+                }
+            };
+            client.respond(channel, response).await;
+            drop(permit);
+        });
+    }
+}

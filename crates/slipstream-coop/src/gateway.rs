@@ -106,4 +106,37 @@ impl Gateway {
         self.client.hold(signed).await?;
         Ok(guid)
     }
+
+    /// Fetches `url` again: a changed response becomes the next version, pushed to the site's
+    /// replicas (004 §4.5). Returns the version pushed, if any.
+    pub async fn refresh(&self, url: &str) -> Result<Option<u64>, String> {
+        let guid = Guid::new(&self.provider.public(), url);
+        let before = self.client.store().version(&guid);
+        self.insert(url).await?;
+        let after = self.client.store().version(&guid);
+        if before.is_none() || after == before {
+            return Ok(None);
+        }
+        let Some(object) = self.client.store().get(&guid) else {
+            return Ok(None);
+        };
+        if let Err(e) = self.client.push(&object).await {
+            // No replica follows the site yet: nothing to update.
+            tracing::debug!(%url, error = %e, "push not sent");
+        }
+        Ok(after)
+    }
+
+    /// A monitor (§5.4): refreshes `url` every `period` until the task is dropped, so that a
+    /// change at the origin reaches the replicas within about one period.
+    pub async fn monitor(self, url: String, period: Duration) {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(why) = self.refresh(&url).await {
+                tracing::info!(%url, %why, "monitor: refresh failed; the replicas keep their version");
+            }
+        }
+    }
 }

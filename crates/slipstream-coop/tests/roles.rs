@@ -236,3 +236,56 @@ async fn a_miss_hint_to_a_discovered_manager_makes_a_replica_the_proxy_then_find
         Err(FetchError::Refused("not a cache manager".into()))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_monitor_pushes_an_origin_update_to_every_replica_within_about_a_period() {
+    let provider = Keypair::generate_ed25519();
+    let body = Arc::new(parking_lot::Mutex::new("before"));
+    let origin = origin(body.clone()).await;
+    let gateway = node(&provider, Vec::new(), Role::Gateway).await;
+    let replicas = [
+        node(&provider, vec![gateway.addr.clone()], Role::Manager).await,
+        node(&provider, vec![gateway.addr.clone()], Role::Manager).await,
+    ];
+    let url = format!("http://{origin}/page");
+    // A proxy's miss hints make a replica on each manager (version 1).
+    let proxy = node(&provider, vec![gateway.addr.clone()], Role::Plain).await;
+    let mut guid = None;
+    for r in &replicas {
+        proxy.client.dial(r.addr.clone()).await.unwrap();
+        let m = r.client.peer_id();
+        guid = Some(
+            eventually("a replica made", || async {
+                proxy.client.hint_miss(m, &url).await.ok()
+            })
+            .await,
+        );
+    }
+    let guid = guid.unwrap();
+    for r in &replicas {
+        assert_eq!(r.client.store().version(&guid), Some(1));
+    }
+
+    let period = Duration::from_secs(2);
+    let monitor = Gateway::new(gateway.client.clone(), provider.clone());
+    let task = tokio::spawn(monitor.monitor(url.clone(), period));
+    *body.lock() = "after";
+    let changed = Instant::now();
+    eventually("every replica updated", || async {
+        replicas
+            .iter()
+            .all(|r| r.client.store().version(&guid) == Some(2))
+            .then_some(())
+    })
+    .await;
+    let took = changed.elapsed();
+    // One period to notice, plus delivery; a slow machine gets a second period of slack.
+    assert!(took < period * 2, "the update took {took:?}");
+    for r in &replicas {
+        assert_eq!(
+            r.client.store().get(&guid).unwrap().object.body,
+            Bytes::from_static(b"after")
+        );
+    }
+    task.abort();
+}

@@ -27,6 +27,19 @@ pub fn service_guid(provider: &PublicKey) -> Guid {
     Guid::new(provider, "slipstream:service:gateway")
 }
 
+/// Whether two responses say the same: status, body and head, leaving out the fields that
+/// change with every response (`Date`, `Age`).
+fn same_content(a: &crate::object::Object, b: &crate::object::Object) -> bool {
+    let head = |o: &crate::object::Object| -> Vec<(String, Vec<u8>)> {
+        o.headers
+            .iter()
+            .filter(|(n, _)| n != "date" && n != "age")
+            .cloned()
+            .collect()
+    };
+    a.status == b.status && a.body == b.body && head(a) == head(b)
+}
+
 /// A gateway for one cache provider.
 #[derive(Debug, Clone)]
 pub struct Gateway {
@@ -94,13 +107,11 @@ impl Gateway {
         let version = held.as_ref().map_or(1, |h| h.object.version + 1);
         let object = rules::capture(&req_parts, &parts, body, requested_at, received_at, version)
             .map_err(|e| format!("{url}: {e}"))?;
-        if let Some(h) = &held {
-            if h.object.status == object.status
-                && h.object.headers == object.headers
-                && h.object.body == object.body
-            {
-                return Ok(guid);
-            }
+        if held
+            .as_ref()
+            .is_some_and(|h| same_content(&h.object, &object))
+        {
+            return Ok(guid);
         }
         let signed = object.sign(&self.provider).map_err(|e| e.to_string())?;
         self.client.hold(signed).await?;

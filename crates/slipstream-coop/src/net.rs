@@ -48,6 +48,9 @@ pub const FETCH_PROTOCOL: StreamProtocol = StreamProtocol::new("/slipstream/coop
 pub const IDENTIFY_VERSION: &str = "/slipstream/coop/1.0.0";
 /// Provider announcements in flight at most (Kademlia's 32 streams a connection).
 pub const MAX_PROVIDING: usize = 16;
+/// The largest request: a digest of `digest_depth × digest_bits / 8` bytes must fit (the
+/// default is 24 KiB).
+pub const MAX_REQUEST_BYTES: u64 = 1024 * 1024;
 /// The largest object response (the object format's own bounds are lower).
 const MAX_RESPONSE_BYTES: u64 = 80 * 1024 * 1024;
 
@@ -61,6 +64,8 @@ pub enum CoopRequest {
     Insert(String),
     /// (To a cache manager, from a browser proxy.) This URL was not found nearby (§4.4).
     MissHint(String),
+    /// The sender's attenuated Bloom filter of what lies near it (§3.2.2), encoded.
+    Digest(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// The answer.
@@ -74,6 +79,8 @@ pub enum CoopResponse {
     Refused(String),
     /// (From a gateway.) Inserted: the object's GUID.
     Inserted(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// A digest was taken.
+    Ack,
 }
 
 /// What a peer asks of a node's roles.
@@ -130,6 +137,12 @@ pub struct NetConfig {
     pub request_timeout: Duration,
     /// How often each peer's RTT is measured.
     pub ping_interval: Duration,
+    /// How often the node sends its neighbours its digest (attenuated Bloom filters).
+    pub digest_every: Duration,
+    /// The digest's levels (hops it describes).
+    pub digest_depth: usize,
+    /// Bits per level (`digest_depth × digest_bits / 8` at most [`MAX_REQUEST_BYTES`]).
+    pub digest_bits: usize,
 }
 
 impl Default for NetConfig {
@@ -143,6 +156,9 @@ impl Default for NetConfig {
             max_provider_keys: 1 << 20,
             request_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(5),
+            digest_every: Duration::from_secs(2),
+            digest_depth: 3,
+            digest_bits: 1 << 16,
         }
     }
 }
@@ -152,6 +168,14 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 impl CoopBehaviour {
     /// The behaviours for the node whose key is `key`.
     pub fn new(key: &Keypair, config: &NetConfig) -> Result<CoopBehaviour, BoxError> {
+        let digest_bytes = config.digest_depth.saturating_mul(config.digest_bits) / 8;
+        if digest_bytes as u64 > MAX_REQUEST_BYTES {
+            return Err(format!(
+                "a digest of {} levels of {} bits ({digest_bytes} bytes) exceeds the {MAX_REQUEST_BYTES}-byte request limit",
+                config.digest_depth, config.digest_bits
+            )
+            .into());
+        }
         let peer = key.public().to_peer_id();
         let mut kcfg = kad::Config::new(KAD_PROTOCOL);
         kcfg.set_query_timeout(Duration::from_secs(20));
@@ -175,7 +199,7 @@ impl CoopBehaviour {
         });
         let fetch = request_response::Behaviour::with_codec(
             request_response::cbor::codec::Codec::<CoopRequest, CoopResponse>::default()
-                .set_request_size_maximum(4 * 1024)
+                .set_request_size_maximum(MAX_REQUEST_BYTES)
                 .set_response_size_maximum(MAX_RESPONSE_BYTES),
             [(FETCH_PROTOCOL, ProtocolSupport::Full)],
             request_response::Config::default().with_request_timeout(config.request_timeout),
@@ -295,6 +319,7 @@ enum Command {
     Peers(oneshot::Sender<Vec<PeerInfo>>),
     Addresses(oneshot::Sender<Vec<Multiaddr>>),
     Respond(ResponseChannel<CoopResponse>, CoopResponse),
+    Nearby(Guid, oneshot::Sender<Vec<(PeerId, usize)>>),
     Ask {
         peer: PeerId,
         request: CoopRequest,
@@ -384,8 +409,8 @@ impl Client {
         match answer {
             CoopResponse::Miss => Err(FetchError::Miss),
             CoopResponse::Refused(why) => Err(FetchError::Refused(why)),
-            CoopResponse::Inserted(_) => {
-                Err(FetchError::Refused("an insert answer to a fetch".into()))
+            CoopResponse::Inserted(_) | CoopResponse::Ack => {
+                Err(FetchError::Refused("an answer of another request".into()))
             }
             CoopResponse::Object(bytes) => {
                 let object = SignedObject::decode(&bytes).map_err(|e| {
@@ -399,6 +424,14 @@ impl Client {
                 Ok(object)
             }
         }
+    }
+
+    /// Neighbours whose digest may hold `guid`, with the level that matched (0: the
+    /// neighbour itself holds it), shallowest first: the local-area fast path.
+    pub async fn nearby(&self, guid: Guid) -> Vec<(PeerId, usize)> {
+        self.ask(|done| Command::Nearby(guid, done))
+            .await
+            .unwrap_or_default()
     }
 
     /// Answers an inbound insert (a gateway's task).
@@ -512,6 +545,8 @@ pub struct EventLoop {
     dials: HashMap<PeerId, Vec<oneshot::Sender<Result<(), String>>>>,
     rtt: HashMap<PeerId, Duration>,
     roles: Option<mpsc::Sender<Inbound>>,
+    /// Each neighbour's last digest.
+    digests: HashMap<PeerId, crate::bloom::Attenuated>,
 }
 
 impl std::fmt::Debug for EventLoop {
@@ -557,6 +592,7 @@ impl EventLoop {
             dials: HashMap::new(),
             rtt: HashMap::new(),
             roles: None,
+            digests: HashMap::new(),
         };
         for addr in event_loop.config.bootstrap.clone() {
             event_loop.dial(addr, None);
@@ -579,8 +615,11 @@ impl EventLoop {
 
     /// Runs until every [`Client`] is dropped.
     pub async fn run(mut self) {
+        let mut digest = tokio::time::interval(self.config.digest_every);
+        digest.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                _ = digest.tick() => self.send_digests(),
                 event = self.swarm.select_next_some() => self.on_event(event),
                 command = self.commands.recv() => match command {
                     Some(c) => self.on_command(c),
@@ -718,6 +757,16 @@ impl EventLoop {
                     .send_request(&peer, request);
                 self.fetches.insert(id, done);
             }
+            Command::Nearby(guid, done) => {
+                let mut near: Vec<(PeerId, usize)> = self
+                    .digests
+                    .iter()
+                    .filter(|(p, _)| self.swarm.is_connected(p))
+                    .filter_map(|(p, d)| d.shallowest(&guid).map(|l| (*p, l)))
+                    .collect();
+                near.sort_by_key(|(_, l)| *l);
+                let _ = done.send(near);
+            }
             Command::Addresses(done) => {
                 let me = *self.swarm.local_peer_id();
                 let addrs = self
@@ -755,6 +804,7 @@ impl EventLoop {
             }
             SwarmEvent::ConnectionClosed { peer_id, .. } if !self.swarm.is_connected(&peer_id) => {
                 self.rtt.remove(&peer_id);
+                self.digests.remove(&peer_id);
             }
             SwarmEvent::Behaviour(event) => self.on_behaviour(event),
             _ => {}
@@ -845,10 +895,10 @@ impl EventLoop {
 
     fn on_fetch(&mut self, event: request_response::Event<CoopRequest, CoopResponse>) {
         match event {
-            request_response::Event::Message { message, .. } => match message {
+            request_response::Event::Message { peer, message, .. } => match message {
                 request_response::Message::Request {
                     request, channel, ..
-                } => self.answer(request, channel),
+                } => self.answer(peer, request, channel),
                 request_response::Message::Response {
                     request_id,
                     response,
@@ -873,7 +923,12 @@ impl EventLoop {
         }
     }
 
-    fn answer(&mut self, request: CoopRequest, channel: ResponseChannel<CoopResponse>) {
+    fn answer(
+        &mut self,
+        peer: PeerId,
+        request: CoopRequest,
+        channel: ResponseChannel<CoopResponse>,
+    ) {
         let response = match request {
             CoopRequest::Fetch(guid) => match Guid::from_slice(&guid) {
                 Err(e) => {
@@ -897,8 +952,47 @@ impl EventLoop {
             CoopRequest::MissHint(url) => {
                 return self.pass_to_roles(RoleRequest::MissHint(url), channel)
             }
+            CoopRequest::Digest(bytes) => match crate::bloom::Attenuated::decode(&bytes) {
+                Ok(d) if d.depth() == self.config.digest_depth => {
+                    self.digests.insert(peer, d);
+                    CoopResponse::Ack
+                }
+                Ok(_) => {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    CoopResponse::Refused("a digest of another depth".into())
+                }
+                Err(e) => {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    CoopResponse::Refused(e.to_string())
+                }
+            },
         };
         self.respond(channel, response);
+    }
+
+    /// Sends every connected peer this node's digest: its own objects at level 0, and what its
+    /// neighbours' digests say, one level further down.
+    fn send_digests(&mut self) {
+        let peers: Vec<PeerId> = self.swarm.connected_peers().copied().collect();
+        if peers.is_empty() {
+            return;
+        }
+        let (depth, bits) = (self.config.digest_depth, self.config.digest_bits);
+        let mut mine = crate::bloom::Attenuated::new(depth, bits, 4);
+        for guid in self.store.guids() {
+            mine.insert_local(&guid);
+        }
+        for d in self.digests.values() {
+            mine.absorb(d);
+        }
+        let bytes = mine.encode();
+        for peer in peers {
+            // Answers (Ack or Refused) are matched to no caller and dropped.
+            self.swarm
+                .behaviour_mut()
+                .fetch
+                .send_request(&peer, CoopRequest::Digest(bytes.clone()));
+        }
     }
 
     fn pass_to_roles(&mut self, request: RoleRequest, channel: ResponseChannel<CoopResponse>) {

@@ -31,11 +31,24 @@ pub fn manager_guid(provider: &PublicKey) -> Guid {
     Guid::new(provider, "slipstream:service:cache-manager")
 }
 
+/// How a lookup found its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// This node's own store.
+    Store,
+    /// A neighbour whose digest says it holds the object: no DHT walk (§3.2.2).
+    Nearby,
+    /// A provider the DHT named.
+    Dht,
+}
+
 /// Where a lookup found its object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Found {
     /// The node that sent it (`None`: this node's own store).
     pub from: Option<PeerId>,
+    /// How it was found.
+    pub via: Via,
     /// The object, verified.
     pub object: Arc<SignedObject>,
 }
@@ -54,8 +67,9 @@ async fn nearest_first(client: &Client, mut providers: Vec<PeerId>) -> Vec<PeerI
     providers
 }
 
-/// The browser proxy's lookup of `url` among the objects of the providers it trusts, within
-/// `budget` for the DHT: `None` is a miss (go to the origin).
+/// The browser proxy's lookup of `url` among the objects of the providers it trusts: its own
+/// store, then neighbours whose digests hold it, then the DHT within `budget`. `None` is a
+/// miss (go to the origin).
 pub async fn lookup(
     client: &Client,
     providers: &[PublicKey],
@@ -65,18 +79,37 @@ pub async fn lookup(
     for provider in providers {
         let guid = Guid::new(provider, url);
         if let Some(object) = client.store().get(&guid) {
-            return Some(Found { from: None, object });
+            return Some(Found {
+                from: None,
+                via: Via::Store,
+                object,
+            });
         }
-        let holders = client.find_providers(guid, 3, budget).await;
-        for peer in nearest_first(client, holders).await {
-            match client.fetch(peer, guid).await {
-                Ok(object) => {
-                    return Some(Found {
-                        from: Some(peer),
-                        object: Arc::new(object),
-                    })
+        // Neighbours that hold it themselves (level 0); a false positive costs one request.
+        let near: Vec<PeerId> = client
+            .nearby(guid)
+            .await
+            .into_iter()
+            .filter(|(_, level)| *level == 0)
+            .map(|(p, _)| p)
+            .collect();
+        for (via, peers) in [(Via::Nearby, near), (Via::Dht, Vec::new())] {
+            let peers = if via == Via::Dht {
+                client.find_providers(guid, 3, budget).await
+            } else {
+                peers
+            };
+            for peer in nearest_first(client, peers).await {
+                match client.fetch(peer, guid).await {
+                    Ok(object) => {
+                        return Some(Found {
+                            from: Some(peer),
+                            via,
+                            object: Arc::new(object),
+                        })
+                    }
+                    Err(e) => tracing::debug!(%peer, error = %e, "a holder failed; the next"),
                 }
-                Err(e) => tracing::debug!(%peer, error = %e, "a provider failed; the next"),
             }
         }
     }

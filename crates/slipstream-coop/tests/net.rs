@@ -43,6 +43,7 @@ async fn node_with(provider: &Keypair, store: Store, bootstrap: Vec<Multiaddr>) 
         bootstrap,
         trusted: vec![provider.public()],
         ping_interval: Duration::from_millis(200),
+        digest_every: Duration::from_millis(200),
         ..NetConfig::default()
     };
     let behaviour_config = config.clone();
@@ -145,6 +146,7 @@ async fn an_object_held_by_one_node_is_found_and_fetched_by_another() {
     assert_eq!(nodes[1].client.stats().served.load(Ordering::Relaxed), 1);
 
     // A node that does not hold it says so.
+    nodes[3].client.dial(nodes[2].addr.clone()).await.unwrap();
     let other = nodes[2].client.peer_id();
     assert_eq!(
         nodes[3].client.fetch(other, guid).await,
@@ -341,4 +343,55 @@ async fn hundreds_of_announcements_all_arrive_and_a_restarted_node_announces_aga
         asker.client.fetch(who, last.guid()).await.as_ref(),
         Ok(last)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neighbours_digests_say_who_holds_what_and_bad_digests_are_refused() {
+    let provider = Keypair::generate_ed25519();
+    let nodes = ring(&provider, 3).await;
+    let signed = object("http://site.test/near", "x", 1)
+        .sign(&provider)
+        .unwrap();
+    let guid = signed.guid();
+    nodes[1].client.hold(signed).await.unwrap();
+    let holder = nodes[1].client.peer_id();
+    nodes[2].client.dial(nodes[1].addr.clone()).await.unwrap();
+    let near = eventually("the holder's digest arrived", || async {
+        let n = nodes[2].client.nearby(guid).await;
+        n.contains(&(holder, 0)).then_some(n)
+    })
+    .await;
+    assert_eq!(near[0], (holder, 0), "{near:?}");
+    // The proxy's lookup takes the fast path: the neighbour, no DHT walk.
+    let found = slipstream_coop::roles::lookup(
+        &nodes[2].client,
+        &[provider.public()],
+        "http://site.test/near",
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("found");
+    assert_eq!(found.via, slipstream_coop::roles::Via::Nearby);
+    assert_eq!(found.from, Some(holder));
+    // Nobody holds this one: no neighbour claims it (at this filter size, certainly).
+    let absent = Guid::new(&provider.public(), "http://site.test/absent");
+    assert!(nodes[2].client.nearby(absent).await.is_empty());
+
+    // A digest that does not decode is refused, counted, and changes nothing.
+    let target = nodes[1].client.peer_id();
+    let mut liar = rogue::<CoopRequest, CoopResponse>(&nodes[1].addr, target).await;
+    liar.behaviour_mut()
+        .send_request(&target, CoopRequest::Digest(b"SSAB garbage".to_vec()));
+    let answer = loop {
+        if let SwarmEvent::Behaviour(request_response::Event::Message {
+            message: request_response::Message::Response { response, .. },
+            ..
+        }) = liar.next_swarm_event().await
+        {
+            break response;
+        }
+    };
+    assert!(matches!(answer, CoopResponse::Refused(_)), "{answer:?}");
+    assert!(nodes[1].client.stats().malformed.load(Ordering::Relaxed) >= 1);
+    assert!(nodes[2].client.nearby(guid).await.contains(&(holder, 0)));
 }

@@ -66,6 +66,8 @@ pub enum CoopRequest {
     MissHint(String),
     /// The sender's attenuated Bloom filter of what lies near it (§3.2.2), encoded.
     Digest(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// (From a cache manager.) Make a replica of this GUID here, from its providers (§4.4).
+    Replicate(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// The answer.
@@ -90,6 +92,8 @@ pub enum RoleRequest {
     Insert(String),
     /// This URL was missed nearby (a cache manager's job).
     MissHint(String),
+    /// Hold a replica of this object (every node's job: each is a content cache, §4.2.1).
+    Replicate(Guid),
 }
 
 /// A role request the node's role task must answer (through [`Client::respond`]).
@@ -449,6 +453,12 @@ impl Client {
     /// made.
     pub async fn hint_miss(&self, peer: PeerId, url: &str) -> Result<Guid, FetchError> {
         self.ask_role(peer, CoopRequest::MissHint(url.to_owned()))
+            .await
+    }
+
+    /// Asks `peer` to hold a replica of `guid`.
+    pub async fn replicate_on(&self, peer: PeerId, guid: Guid) -> Result<Guid, FetchError> {
+        self.ask_role(peer, CoopRequest::Replicate(guid.0.to_vec()))
             .await
     }
 
@@ -952,6 +962,13 @@ impl EventLoop {
             CoopRequest::MissHint(url) => {
                 return self.pass_to_roles(RoleRequest::MissHint(url), channel)
             }
+            CoopRequest::Replicate(guid) => match Guid::from_slice(&guid) {
+                Ok(guid) => return self.pass_to_roles(RoleRequest::Replicate(guid), channel),
+                Err(e) => {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    CoopResponse::Refused(e.to_string())
+                }
+            },
             CoopRequest::Digest(bytes) => match crate::bloom::Attenuated::decode(&bytes) {
                 Ok(d) if d.depth() == self.config.digest_depth => {
                     self.digests.insert(peer, d);

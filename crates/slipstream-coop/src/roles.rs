@@ -7,7 +7,9 @@
 //!   manager found by the well-known service GUID ([`hint_miss`]).
 //! - The **cache manager** ([`Manager`]), on a miss hint, makes a replica on its own node, as
 //!   the paper's implementation does (§5.5): from a node that already holds the object, or,
-//!   when none does, through a gateway's insert.
+//!   when none does, through a gateway's insert. For a hot object it spreads replicas over
+//!   the nearest nodes ([`Manager::spread`]); every node with a role task makes a replica when
+//!   asked (each node is a content cache, §4.2.1).
 //! - [`serve`] answers the requests the event loop queues for the node's roles, each in a task
 //!   of its own (a manager may ask a gateway on the same node), at most [`MAX_CONCURRENT`] at
 //!   once.
@@ -158,6 +160,32 @@ impl Manager {
         self.client.provide(manager_guid(&self.provider)).await;
     }
 
+    /// Spreads `guid` over up to `copies` more nodes, the connected peers nearest by RTT that
+    /// do not hold it yet (§4.4: a flash crowd is served by several replicas). Returns the
+    /// nodes that made one.
+    pub async fn spread(&self, guid: Guid, copies: usize) -> Vec<PeerId> {
+        let holders = self.client.find_providers(guid, 64, self.budget).await;
+        let peers: Vec<PeerId> = self
+            .client
+            .peers()
+            .await
+            .into_iter()
+            .map(|p| p.peer)
+            .filter(|p| !holders.contains(p))
+            .collect();
+        let mut made = Vec::new();
+        for peer in nearest_first(&self.client, peers).await {
+            if made.len() >= copies {
+                break;
+            }
+            match self.client.replicate_on(peer, guid).await {
+                Ok(_) => made.push(peer),
+                Err(e) => tracing::debug!(%peer, error = %e, "no replica there"),
+            }
+        }
+        made
+    }
+
     /// A miss hint for `url`: a replica here, copied from a holder or inserted by a gateway.
     pub async fn on_miss(&self, url: &str) -> Result<Guid, String> {
         let guid = Guid::new(&self.provider, url);
@@ -194,6 +222,25 @@ impl Manager {
     }
 }
 
+/// Makes a replica of `guid` on this node, from the nearest provider that answers.
+async fn replicate_here(client: &Client, guid: Guid) -> Result<Guid, String> {
+    if client.store().contains(&guid) {
+        return Ok(guid);
+    }
+    let holders = client.find_providers(guid, 3, Duration::from_secs(5)).await;
+    let mut last = String::from("no provider found");
+    for peer in nearest_first(client, holders).await {
+        match client.fetch(peer, guid).await {
+            Ok(object) => {
+                client.hold(object).await?;
+                return Ok(guid);
+            }
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(last)
+}
+
 /// Answers the role requests in `queue` with the roles this node has, until it closes.
 pub async fn serve(
     client: Client,
@@ -209,6 +256,7 @@ pub async fn serve(
         let (client, gateway, manager) = (client.clone(), gateway.clone(), manager.clone());
         tokio::spawn(async move {
             let result = match (&request, &gateway, &manager) {
+                (RoleRequest::Replicate(guid), _, _) => replicate_here(&client, *guid).await,
                 (RoleRequest::Insert(url), Some(g), _) => g.insert(url).await,
                 (RoleRequest::MissHint(url), _, Some(m)) => m.on_miss(url).await,
                 (RoleRequest::Insert(_), None, _) => Err("not a gateway".to_owned()),

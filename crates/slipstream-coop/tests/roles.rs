@@ -62,7 +62,10 @@ struct Node {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Role {
+    /// No role task: refuses role requests.
     Plain,
+    /// A role task with no role: makes replicas when asked.
+    Cache,
     Gateway,
     Manager,
 }
@@ -86,7 +89,7 @@ async fn node(provider: &Keypair, bootstrap: Vec<Multiaddr>, role: Role) -> Node
             let g = Gateway::new(client.clone(), provider.clone());
             g.announce().await;
             gateway = Some(g);
-        } else {
+        } else if role == Role::Manager {
             let m = Manager::new(client.clone(), provider.public(), Duration::from_secs(5));
             m.announce().await;
             manager = Some(m);
@@ -288,4 +291,53 @@ async fn a_monitor_pushes_an_origin_update_to_every_replica_within_about_a_perio
         );
     }
     task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_spreads_a_hot_object_over_the_nearest_caches() {
+    let provider = Keypair::generate_ed25519();
+    let origin = origin(Arc::new(parking_lot::Mutex::new("hot"))).await;
+    let gateway = node(&provider, Vec::new(), Role::Gateway).await;
+    let manager_node = node(&provider, vec![gateway.addr.clone()], Role::Manager).await;
+    let caches = [
+        node(&provider, vec![gateway.addr.clone()], Role::Cache).await,
+        node(&provider, vec![gateway.addr.clone()], Role::Cache).await,
+    ];
+    let plain = node(&provider, vec![gateway.addr.clone()], Role::Plain).await;
+    for n in caches.iter().chain([&plain]) {
+        manager_node.client.dial(n.addr.clone()).await.unwrap();
+    }
+    let manager = Manager::new(
+        manager_node.client.clone(),
+        provider.public(),
+        Duration::from_secs(5),
+    );
+    let url = format!("http://{origin}/page");
+    let guid = manager.on_miss(&url).await.unwrap();
+    assert!(manager_node.client.store().contains(&guid));
+
+    let made = manager.spread(guid, 2).await;
+    let cache_ids: Vec<_> = caches.iter().map(|c| c.client.peer_id()).collect();
+    assert_eq!(made.len(), 2, "{made:?}");
+    assert!(
+        made.iter().all(|p| cache_ids.contains(p)),
+        "{made:?} {cache_ids:?}"
+    );
+    for c in &caches {
+        assert!(c.client.store().contains(&guid));
+    }
+    // The plain node refused (it has no role task) and holds nothing.
+    assert!(!plain.client.store().contains(&guid));
+    // Every replica is announced: a lookup finds several providers.
+    let providers = eventually("the replicas announced", || async {
+        let p = plain
+            .client
+            .find_providers(guid, 4, Duration::from_secs(5))
+            .await;
+        (p.len() >= 4).then_some(p)
+    })
+    .await;
+    for c in &cache_ids {
+        assert!(providers.contains(c), "{providers:?}");
+    }
 }

@@ -513,25 +513,19 @@ impl Client {
 /// The gossipsub topic of the site `url` belongs to: one per site, not per object (per-object
 /// topics multiply subscription traffic by the objects held).
 pub fn site_topic(url: &str) -> Option<String> {
-    let uri: http_like::Authority = http_like::authority(url)?;
-    Some(format!("slipstream/coop/site/{}", uri.0))
-}
-
-mod http_like {
-    /// The `host[:port]` of an absolute http(s) URL, lower-cased.
-    pub struct Authority(pub String);
-
-    pub fn authority(url: &str) -> Option<Authority> {
-        let rest = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("https://"))?;
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let host = &rest[..end];
-        if host.is_empty() || host.contains('@') {
-            return None;
-        }
-        Some(Authority(host.to_ascii_lowercase()))
+    let uri: http::Uri = url.parse().ok()?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return None;
     }
+    let authority = uri.authority()?.as_str();
+    // A URL naming credentials is nobody's site to share.
+    if authority.is_empty() || authority.contains('@') {
+        return None;
+    }
+    Some(format!(
+        "slipstream/coop/site/{}",
+        authority.to_ascii_lowercase()
+    ))
 }
 
 struct Lookup {

@@ -69,6 +69,32 @@ async fn nearest_first(client: &Client, mut providers: Vec<PeerId>) -> Vec<PeerI
     providers
 }
 
+/// The first of `peers`, nearest first, that sends `guid` verified.
+async fn fetch_nearest(client: &Client, peers: Vec<PeerId>, guid: Guid, via: Via) -> Option<Found> {
+    for peer in nearest_first(client, peers).await {
+        match client.fetch(peer, guid).await {
+            Ok(object) => {
+                return Some(Found {
+                    from: Some(peer),
+                    via,
+                    object: Arc::new(object),
+                })
+            }
+            Err(e) => tracing::debug!(%peer, error = %e, "a holder failed; the next"),
+        }
+    }
+    None
+}
+
+/// Copies `guid` from the nearest of `holders` that sends it verified, and holds it here.
+async fn copy_from(client: &Client, holders: Vec<PeerId>, guid: Guid) -> Result<Guid, String> {
+    let found = fetch_nearest(client, holders, guid, Via::Dht)
+        .await
+        .ok_or("no holder sent it")?;
+    client.hold((*found.object).clone()).await?;
+    Ok(guid)
+}
+
 /// The browser proxy's lookup of `url` among the objects of the providers it trusts: its own
 /// store, then neighbours whose digests hold it, then the DHT within `budget`. `None` is a
 /// miss (go to the origin).
@@ -95,24 +121,12 @@ pub async fn lookup(
             .filter(|(_, level)| *level == 0)
             .map(|(p, _)| p)
             .collect();
-        for (via, peers) in [(Via::Nearby, near), (Via::Dht, Vec::new())] {
-            let peers = if via == Via::Dht {
-                client.find_providers(guid, 3, budget).await
-            } else {
-                peers
-            };
-            for peer in nearest_first(client, peers).await {
-                match client.fetch(peer, guid).await {
-                    Ok(object) => {
-                        return Some(Found {
-                            from: Some(peer),
-                            via,
-                            object: Arc::new(object),
-                        })
-                    }
-                    Err(e) => tracing::debug!(%peer, error = %e, "a holder failed; the next"),
-                }
-            }
+        if let Some(found) = fetch_nearest(client, near, guid, Via::Nearby).await {
+            return Some(found);
+        }
+        let holders = client.find_providers(guid, 3, budget).await;
+        if let Some(found) = fetch_nearest(client, holders, guid, Via::Dht).await {
+            return Some(found);
         }
     }
     None
@@ -208,17 +222,7 @@ impl Manager {
                 .map_err(|e| e.to_string())?;
             holders = vec![gateway];
         }
-        let mut last = String::from("no holder answered");
-        for peer in nearest_first(&self.client, holders).await {
-            match self.client.fetch(peer, guid).await {
-                Ok(object) => {
-                    self.client.hold(object).await?;
-                    return Ok(guid);
-                }
-                Err(e) => last = e.to_string(),
-            }
-        }
-        Err(last)
+        copy_from(&self.client, holders, guid).await
     }
 }
 
@@ -228,17 +232,7 @@ async fn replicate_here(client: &Client, guid: Guid) -> Result<Guid, String> {
         return Ok(guid);
     }
     let holders = client.find_providers(guid, 3, Duration::from_secs(5)).await;
-    let mut last = String::from("no provider found");
-    for peer in nearest_first(client, holders).await {
-        match client.fetch(peer, guid).await {
-            Ok(object) => {
-                client.hold(object).await?;
-                return Ok(guid);
-            }
-            Err(e) => last = e.to_string(),
-        }
-    }
-    Err(last)
+    copy_from(client, holders, guid).await
 }
 
 /// Answers the role requests in `queue` with the roles this node has, until it closes.

@@ -2,11 +2,14 @@
 //! with its own swarm and event loop. The real processes (`slipstream node`) are tested from
 //! the `slipstream` crate.
 
+mod common;
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
+use common::eventually;
 use libp2p::identity::Keypair;
 use libp2p::request_response::{self, ProtocolSupport};
 use libp2p::swarm::SwarmEvent;
@@ -17,8 +20,6 @@ use slipstream_coop::{
     Client, CoopBehaviour, EventLoop, FetchError, Guid, NetConfig, Object, Put, SignedObject,
     Store, VerifyError,
 };
-
-const DEADLINE: Duration = Duration::from_secs(20);
 
 fn object(url: &str, body: &str, version: u64) -> Object {
     Object {
@@ -65,23 +66,6 @@ async fn node(provider: &Keypair, bootstrap: Vec<Multiaddr>) -> Node {
 
 fn memory_store() -> Store {
     Store::open(None, 1 << 20, "lru".parse().unwrap()).unwrap()
-}
-
-/// Polls `f` until it gives `Some` (at most [`DEADLINE`]): the network settles on its own
-/// schedule, so tests wait for what they need, not for a fixed time.
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(start.elapsed() < DEADLINE, "{what}: never happened");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A ring of `n` nodes, each bootstrapped from the first.

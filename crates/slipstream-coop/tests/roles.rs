@@ -1,11 +1,14 @@
 //! The roles in-process: an origin on loopback (hyper), and gateway, cache manager and plain
 //! (browser proxy) nodes on libp2p's memory transport.
 
+mod common;
+
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::eventually;
 use http_body_util::Full;
 use libp2p::identity::Keypair;
 use libp2p::{Multiaddr, Swarm};
@@ -13,8 +16,6 @@ use libp2p_swarm_test::SwarmExt as _;
 use slipstream_coop::gateway::{service_guid, Gateway};
 use slipstream_coop::roles::{self, Manager};
 use slipstream_coop::{Client, CoopBehaviour, EventLoop, FetchError, NetConfig, Store};
-
-const DEADLINE: Duration = Duration::from_secs(20);
 
 /// An origin: `/page` cacheable for a minute (its body from `body`), `/private` private.
 async fn origin(body: Arc<parking_lot::Mutex<&'static str>>) -> std::net::SocketAddr {
@@ -101,21 +102,6 @@ async fn node(provider: &Keypair, bootstrap: Vec<Multiaddr>, role: Role) -> Node
     })
     .await;
     Node { client, addr }
-}
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(start.elapsed() < DEADLINE, "{what}: never happened");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

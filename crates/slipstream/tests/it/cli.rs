@@ -369,24 +369,12 @@ fn predict_scores_the_three_predictors_and_names_bad_lines() {
     log.push_str("a line that is no log record\n");
     let trace = dir.path().join("site.log");
     std::fs::write(&trace, log).expect("write");
-    let json = dir.path().join("out.json");
     let chart = dir.path().join("out.svg");
-    let out = bin()
-        .args(["predict", trace.to_str().expect("utf-8"), "--lists", "1,3"])
-        .arg("--json")
-        .arg(&json)
-        .arg("--chart")
-        .arg(&chart)
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("1 malformed line") && err.contains("site.log:81"),
-        "{err}"
+    let doc = run_on_a_log_with_one_bad_line(
+        &["predict", trace.to_str().expect("utf-8"), "--lists", "1,3"],
+        &chart,
+        "site.log:81",
     );
-    let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("JSON");
     assert_eq!(doc["sessions"], 20);
     let row = |p: &str, training: &str, list: u64| {
         doc["results"]
@@ -436,26 +424,22 @@ fn cachesim_clients_shows_prefetching_pushing_other_services_out() {
     log.push_str("a line that is no log record\n");
     let trace = dir.path().join("two-sites.log");
     std::fs::write(&trace, log).expect("write");
-    let json = dir.path().join("fig7.json");
     let chart = dir.path().join("fig7.svg");
-    let out = bin()
-        .args(["cachesim", "clients"])
-        .arg(&trace)
-        .args(["--sizes", "30KiB", "--k", "0,5", "--prefetching", "0.5"])
-        .arg("--json")
-        .arg(&json)
-        .arg("--chart")
-        .arg(&chart)
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("1 malformed line") && err.contains("two-sites.log:41"),
-        "{err}"
+    let doc = run_on_a_log_with_one_bad_line(
+        &[
+            "cachesim",
+            "clients",
+            trace.to_str().expect("utf-8"),
+            "--sizes",
+            "30KiB",
+            "--k",
+            "0,5",
+            "--prefetching",
+            "0.5",
+        ],
+        &chart,
+        "two-sites.log:41",
     );
-    let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("JSON");
     assert_eq!(doc["trace"]["clients"], 1);
     assert_eq!(doc["trace"]["services"], 2);
     assert_eq!(doc["prefetching"]["services"], 1);
@@ -491,4 +475,29 @@ fn cachesim_clients_shows_prefetching_pushing_other_services_out() {
         &["cachesim", "clients", bad.to_str().expect("utf-8")],
         "bad.tsv:2: size_bytes \"lots\"",
     );
+}
+
+/// Runs `args` with `--json` (beside `chart`) and `--chart chart`: it must succeed and warn of
+/// exactly one malformed line, at `bad_line` (`file:line`). Returns the JSON it wrote.
+fn run_on_a_log_with_one_bad_line(
+    args: &[&str],
+    chart: &std::path::Path,
+    bad_line: &str,
+) -> serde_json::Value {
+    let json = chart.with_extension("json");
+    let out = bin()
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg("--chart")
+        .arg(chart)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 malformed line") && err.contains(bad_line),
+        "{err}"
+    );
+    serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("JSON")
 }

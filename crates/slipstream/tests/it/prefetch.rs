@@ -127,22 +127,31 @@ fn hints_come_from_the_demand_stream_and_bad_requests_change_nothing() {
     );
 }
 
-#[test]
-fn the_monitor_grows_the_budget_on_an_idle_server() {
-    let site = pages();
-    let node = serve(
-        site.path(),
-        &[
-            "--prefetch",
-            "--set",
-            "prefetch.probe_path=/a.html",
-            "--set",
-            "prefetch.threshold_ms=2s",
-        ],
-    );
+/// A monitored node on `site` (probing `/a.html`, a 2 s threshold no idle probe crosses),
+/// once its budget has grown to 100 files/s; its status then.
+fn grown_budget(
+    site: &std::path::Path,
+    extra: &[&str],
+) -> (crate::support::Node, serde_json::Value) {
+    let mut args = vec![
+        "--prefetch",
+        "--set",
+        "prefetch.probe_path=/a.html",
+        "--set",
+        "prefetch.threshold_ms=2s",
+    ];
+    args.extend_from_slice(extra);
+    let node = serve(site, &args);
     let s = wait_until(node.addr, "the budget grown", |s| {
         s["budget_per_s"].as_f64().unwrap() >= 100.0
     });
+    (node, s)
+}
+
+#[test]
+fn the_monitor_grows_the_budget_on_an_idle_server() {
+    let site = pages();
+    let (node, s) = grown_budget(site.path(), &[]);
     let samples = s["samples"].as_array().unwrap();
     assert!(samples.iter().any(|x| x["change"] == "increased"), "{s}");
     assert!(
@@ -265,21 +274,7 @@ fn the_demo_prefetches() {
 #[test]
 fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     let site = pages();
-    let node = serve(
-        site.path(),
-        &[
-            "--prefetch",
-            "--set",
-            "prefetch.probe_path=/a.html",
-            "--set",
-            "prefetch.threshold_ms=2s",
-            "--set",
-            "prefetch.doc_files=2",
-        ],
-    );
-    wait_until(node.addr, "the budget grown", |s| {
-        s["budget_per_s"].as_f64().unwrap() >= 100.0
-    });
+    let (node, _) = grown_budget(site.path(), &["--set", "prefetch.doc_files=2"]);
     let urls = site.path().join("urls.txt");
     std::fs::write(&urls, "/a.html\n/b.html\n/c.html\n/d.html\n/e.html\n").expect("write");
     let out = crate::support::bin()

@@ -18,10 +18,10 @@
 //!   epoch) start slow start again, growing by a quarter a step rather than doubling (TCP's
 //!   limited slow start, RFC 3742): the load that caused the halving may have gone (often a
 //!   start-up transient), and spare capacity should not take minutes to be used again, but an
-//!   overshoot should cost a quarter of the budget, not all of it. (Doubling again, as an
-//!   earlier version did, overloaded the server every few seconds in the Fig. 4 runs; doubling
-//!   only up to half the overloaded budget left a budget set by a start-up transient at a few
-//!   files a second for minutes.) Slow start also stops,
+//!   overshoot should cost a quarter of the budget, not all of it. (In pilot runs of Fig. 4,
+//!   not kept: doubling again, as an earlier version did, overloaded the server every few
+//!   seconds; doubling only up to half the overloaded budget left a budget set by a start-up
+//!   transient at a few files a second for the whole run.) Slow start also stops,
 //!   without a halving, at the first sample above half the threshold (HyStart's rule for TCP,
 //!   Ha and Rhee 2011: the delay has started to rise, so the budget is near the spare capacity
 //!   and should grow additively from there rather than overshoot it by up to twice). `slow_start = false`

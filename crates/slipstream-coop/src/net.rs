@@ -488,7 +488,12 @@ impl Client {
             .map_err(|e| e.to_string())?;
         let guid = object.guid();
         let topic = site_topic(&object.object.url);
-        let put = self.store.put(object).map_err(|e| e.to_string())?;
+        // The store writes its disk mirror (a durable redb transaction): off the runtime.
+        let store = self.store.clone();
+        let put = tokio::task::spawn_blocking(move || store.put(object))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
         if put == Put::Stored {
             self.provide(guid).await;
             if let Some(topic) = topic {
@@ -1044,12 +1049,20 @@ impl EventLoop {
             .store
             .version(&object.guid())
             .is_some_and(|held| held < object.object.version);
-        let counter = if newer && matches!(self.store.put(object), Ok(Put::Stored)) {
-            &self.stats.updates_applied
-        } else {
-            &self.stats.updates_ignored
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        if !newer {
+            self.stats.updates_ignored.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // The write to the disk mirror must not hold up the swarm's task.
+        let (store, stats) = (self.store.clone(), self.stats.clone());
+        tokio::task::spawn_blocking(move || {
+            let counter = if matches!(store.put(object), Ok(Put::Stored)) {
+                &stats.updates_applied
+            } else {
+                &stats.updates_ignored
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        });
     }
 }
 

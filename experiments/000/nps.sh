@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-docs/experiments/000}
 LEVELS=${LEVELS:-"200 400 600 800 1000 1200"}
 REPS=${REPS:-1}
-WARM=${WARM:-8s}
+WARM=${WARM:-15s}   # the monitor slow-starts from 1 file/s: about 8 s to reach 10,000
 RUN=${RUN:-8s}
 SHARE=${SHARE:-50}
 PERIOD_US=${PERIOD_US:-2000}  # the CFS period; a capped server pauses at most (100 - SHARE) % of it
@@ -53,7 +53,7 @@ else
   echo "warning: no cgroup v1 cpu controller here; the server runs uncapped" >&2
 fi
 
-policies="noprefetch noavoid-1 noavoid-5"
+policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leave some out
 for t in $THRESHOLDS; do
   if [ "$t" = knee ]; then policies="$policies monitor-knee"; else policies="$policies monitor-${t}ms"; fi
 done

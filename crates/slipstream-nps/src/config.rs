@@ -4,7 +4,8 @@
 //! [prefetch]
 //! budget = "monitor"          # "monitor": the AIMD budget (000 §3.3); "unlimited": every hint
 //!                             # request gets a list (the paper's No-Avoidance)
-//! epoch_ms = 100              # τ: the monitor probes once an epoch
+//! epoch_ms = 100              # τ: the monitor takes one sample an epoch
+//! probes_per_epoch = 5        # the sample is the mean of this many probes spread over the epoch
 //! doc_files = 10              # D: files in one hint list (one document's worth)
 //! probe_path = "/"            # the representative object the monitor probes
 //! threshold_ms = "3ms"        # a probe slower than this means the server is loaded;
@@ -48,6 +49,10 @@ pub struct Config {
     /// A probe that takes this long has failed (counts as over the threshold).
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub probe_timeout_ms: u64,
+    /// Probes an epoch, spread evenly over it; the epoch's sample is their mean (1: the
+    /// paper's single probe). One probe sees a scheduling pause of the server as load and
+    /// misses a burst between probes.
+    pub probes_per_epoch: u32,
     /// Samples under the threshold before the budget grows (000 §3.3: five).
     pub samples_to_increase: u32,
     /// Additive increase of the budget, in files per second (000 §3.3: one).
@@ -111,6 +116,7 @@ impl Default for Config {
             threshold_ms: 0,
             min_threshold_ms: 1,
             probe_timeout_ms: 1000,
+            probes_per_epoch: 5,
             samples_to_increase: 5,
             increase_per_s: 1.0,
             slow_start: true,
@@ -160,6 +166,8 @@ pub struct Settings {
     pub min_threshold: Duration,
     /// The probes' timeout.
     pub probe_timeout: Duration,
+    /// Probes an epoch; the sample is their mean.
+    pub probes_per_epoch: u32,
     /// The AIMD rule (its threshold is replaced at start-up when not configured).
     pub monitor: MonitorConfig,
     /// The predictor.
@@ -241,6 +249,9 @@ impl Config {
         if self.probe_timeout_ms == 0 {
             return Err(refuse("probe_timeout_ms", "must be positive"));
         }
+        if !(1..=100).contains(&self.probes_per_epoch) {
+            return Err(refuse("probes_per_epoch", "must be between 1 and 100"));
+        }
         if !(self.increase_per_s.is_finite() && self.increase_per_s > 0.0) {
             return Err(refuse("increase_per_s", "must be a positive number"));
         }
@@ -288,6 +299,7 @@ impl Config {
             threshold,
             min_threshold: Duration::from_millis(self.min_threshold_ms),
             probe_timeout: Duration::from_millis(self.probe_timeout_ms),
+            probes_per_epoch: self.probes_per_epoch,
             monitor: MonitorConfig {
                 threshold: threshold.unwrap_or(Duration::from_millis(self.min_threshold_ms.max(1))),
                 samples_to_increase: self.samples_to_increase.max(1),

@@ -1,5 +1,6 @@
-//! The monitor task (000 §3.3): probes the server's representative object once an epoch and
-//! feeds the response times to the AIMD budget; an over-threshold sample is re-probed at once.
+//! The monitor task (000 §3.3): probes the server's representative object over each epoch and
+//! feeds the epoch's sample (the median of `probes_per_epoch` probes) to the AIMD budget; an
+//! over-threshold sample is re-probed at once.
 //!
 //! Without a configured threshold it first measures the server's response-time curve: rounds of
 //! concurrent probes at concurrency 1, 2, 4, ... 64, the median of each, and takes the
@@ -40,17 +41,42 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
             return;
         }
     };
+    // The first request opens the pooled connection; timing it would count the handshake as
+    // server load (seen: a first probe of 0.66 ms where the rest took 0.1 ms, which ended the
+    // budget's slow start on the first sample).
+    let _ = probe(&client, &uri, nps.settings().probe_timeout).await;
     if nps.settings().threshold.is_none() {
         calibrate(&nps, &client, &uri).await;
     }
-    let mut tick = tokio::time::interval(nps.settings().epoch);
+    let epoch = nps.settings().epoch;
+    let k = nps.settings().probes_per_epoch.max(1);
+    let spacing = epoch / k;
+    let timeout = nps.settings().probe_timeout;
+    let mut tick = tokio::time::interval(epoch);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
-        // At most one re-probe per epoch: a confirmed over-threshold sample ends the epoch.
-        let mut next = nps.sample(probe(&client, &uri, nps.settings().probe_timeout).await);
-        if next == Next::ProbeNow {
-            next = nps.sample(probe(&client, &uri, nps.settings().probe_timeout).await);
+        let start = tick.tick().await;
+        // The epoch's sample: the mean of k probes spread over it. One probe sees the server
+        // at one instant: a scheduling pause it happens to meet looks like load, and a burst
+        // between two probes is never seen. The mean weighs each by how much of the epoch it
+        // lasted, as demand requests feel it. Any failed probe fails the sample.
+        let mut times = Vec::with_capacity(k as usize);
+        let mut failed = false;
+        for i in 0..k {
+            tokio::time::sleep_until(start + spacing * i).await;
+            match probe(&client, &uri, timeout).await {
+                Some(rt) => times.push(rt),
+                None => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        let sample = if failed { None } else { mean(&times) };
+        // At most one re-probe per epoch (000 §3.3: "another probe immediately"): a confirmed
+        // over-threshold sample ends the epoch.
+        if nps.sample(sample) == Next::ProbeNow {
+            let next = nps.sample(probe(&client, &uri, timeout).await);
             debug_assert_eq!(next, Next::NextEpoch);
         }
     }
@@ -73,6 +99,11 @@ async fn probe(client: &HttpClient, uri: &http::Uri, timeout: Duration) -> Optio
         Some(start.elapsed())
     };
     tokio::time::timeout(timeout, exchange).await.ok().flatten()
+}
+
+fn mean(v: &[Duration]) -> Option<Duration> {
+    let n = u32::try_from(v.len()).ok().filter(|n| *n > 0)?;
+    Some(v.iter().sum::<Duration>() / n)
 }
 
 fn median(mut v: Vec<Duration>) -> Option<Duration> {

@@ -29,7 +29,8 @@ pub const MAX_WAIT_EPOCHS: u32 = 50;
 pub enum Grant {
     /// A list of at most this many files (one document's worth, D).
     List(usize),
-    /// No list now: ask again after this long (the start of the next epoch).
+    /// No list now: ask again after this long (within the next epoch, or later when the
+    /// budget is small).
     Wait(Duration),
 }
 
@@ -121,16 +122,20 @@ impl Distributor {
         next.saturating_sub(now).max(Duration::from_millis(1))
     }
 
-    /// How long a refused client waits: to the next epoch, then about 1/p − 1 epochs more
-    /// (jittered by ±50 %), at most [`MAX_WAIT_EPOCHS`] in all.
+    /// How long a refused client waits: to a point drawn uniformly within the next epoch,
+    /// then about 1/p − 1 epochs more (jittered by ±50 %), at most [`MAX_WAIT_EPOCHS`] in all.
+    /// Sent to the epoch's start, every refused client comes back at the same instant: the
+    /// first of them take the epoch's lists and all prefetch at once, a burst the server
+    /// feels as load that the budget never allowed on average.
     fn wait(&self, now: Duration, p: f64, rng: &mut impl Rng) -> Duration {
         let more = if p > 0.0 {
             (1.0 / p - 1.0).min(f64::from(MAX_WAIT_EPOCHS))
         } else {
             f64::from(MAX_WAIT_EPOCHS)
         };
-        let more = (more * rng.gen_range(0.5..1.5)).min(f64::from(MAX_WAIT_EPOCHS - 1));
-        self.until_next_epoch(now) + self.epoch.mul_f64(more.max(0.0).floor())
+        let more = (more * rng.gen_range(0.5..1.5)).min(f64::from(MAX_WAIT_EPOCHS - 2));
+        let within = self.epoch.mul_f64(rng.gen_range(0.0..1.0));
+        self.until_next_epoch(now) + within + self.epoch.mul_f64(more.max(0.0).floor())
     }
 
     /// Answers one hint request arriving at `now`, for a budget of `budget_per_s` files a
@@ -207,12 +212,20 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(1);
         // Epoch 0 has N = 1 (no history): the first request may get a list, the rest wait.
         // With p = 1 the wait is to the next epoch.
+        // With p = 1 the wait ends somewhere in the next epoch.
+        let in_next_epoch = |g: Grant, now: Duration| match g {
+            Grant::Wait(w) => {
+                now + w >= 100 * MS * (now.as_millis() as u32 / 100 + 1)
+                    && now + w < 100 * MS * (now.as_millis() as u32 / 100 + 2)
+            }
+            Grant::List(_) => false,
+        };
         assert_eq!(d.request(10 * MS, 1e6, &mut rng), Grant::List(10));
-        assert_eq!(d.request(30 * MS, 1e6, &mut rng), Grant::Wait(70 * MS));
+        assert!(in_next_epoch(d.request(30 * MS, 1e6, &mut rng), 30 * MS));
         // Epoch 1: N = 2 from epoch 0, so two lists, then waits.
         assert_eq!(d.request(100 * MS, 1e6, &mut rng), Grant::List(10));
         assert_eq!(d.request(120 * MS, 1e6, &mut rng), Grant::List(10));
-        assert_eq!(d.request(150 * MS, 1e6, &mut rng), Grant::Wait(50 * MS));
+        assert!(in_next_epoch(d.request(150 * MS, 1e6, &mut rng), 150 * MS));
         assert_eq!(
             d.totals(),
             Totals {

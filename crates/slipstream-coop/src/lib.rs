@@ -13,11 +13,15 @@
 //! - [`net`]: the swarm: Kademlia provider records to find replicas, request-response to fetch
 //!   them, gossipsub to push updates to them, identify and ping for peers and their RTTs.
 //!
-//! `slipstream node` builds on these.
+//! - [`config`]: the `[coop]` table of a node's config file;
+//! - [`node`]: a node on the node layer: the browser proxy as a phase of the caching proxy,
+//!   `/_slipstream/coop`, and the start-up of the swarm and roles (`slipstream node`).
 
 pub mod bloom;
+pub mod config;
 pub mod gateway;
 pub mod net;
+pub mod node;
 pub mod object;
 pub mod roles;
 pub mod rules;

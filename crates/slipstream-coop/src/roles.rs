@@ -150,12 +150,22 @@ pub async fn hint_miss(
     Ok((manager, guid))
 }
 
+/// Objects whose hints a manager counts at most (it forgets them all beyond).
+const HOT_TRACKED: usize = 1 << 16;
+
 /// A cache manager for one provider.
 #[derive(Debug, Clone)]
 pub struct Manager {
     client: Client,
     provider: PublicKey,
     budget: Duration,
+    /// Spread an object over this many more nodes once it has had this many hints.
+    spread: Option<(usize, u32)>,
+    /// Hints per object so far.
+    hints: Arc<parking_lot::Mutex<std::collections::HashMap<Guid, u32>>>,
+    /// The gateway on the manager's own node, if it has one (the DHT never names a node to
+    /// itself).
+    gateway: Option<Gateway>,
 }
 
 impl Manager {
@@ -166,7 +176,38 @@ impl Manager {
             client,
             provider,
             budget,
+            spread: None,
+            hints: Arc::default(),
+            gateway: None,
         }
+    }
+
+    /// A manager on a node that is also a gateway inserts through it.
+    pub fn with_gateway(mut self, gateway: Gateway) -> Manager {
+        self.gateway = Some(gateway);
+        self
+    }
+
+    /// Makes a hot object's replicas spread: once an object has had `after` hints (misses, or
+    /// hits that had to walk the DHT), [`Manager::spread`] it over `copies` more nodes (§4.4,
+    /// §5.1: a flash crowd is served by several replicas).
+    pub fn spreading(mut self, copies: usize, after: u32) -> Manager {
+        self.spread = (copies > 0).then_some((copies, after.max(1)));
+        self
+    }
+
+    /// Counts a hint about `guid`; whether it has just become hot.
+    fn hot(&self, guid: Guid) -> bool {
+        let Some((_, after)) = self.spread else {
+            return false;
+        };
+        let mut hints = self.hints.lock();
+        if hints.len() >= HOT_TRACKED && !hints.contains_key(&guid) {
+            hints.clear();
+        }
+        let n = hints.entry(guid).or_default();
+        *n = n.saturating_add(1);
+        *n == after
     }
 
     /// Announces the cache manager service.
@@ -203,8 +244,22 @@ impl Manager {
     /// A miss hint for `url`: a replica here, copied from a holder or inserted by a gateway.
     pub async fn on_miss(&self, url: &str) -> Result<Guid, String> {
         let guid = Guid::new(&self.provider, url);
+        if self.hot(guid) {
+            if let Some((copies, _)) = self.spread {
+                let manager = self.clone();
+                // By its `after`th hint the object has replicas to copy from (the first miss
+                // made one).
+                tokio::spawn(async move {
+                    let made = manager.spread(guid, copies).await;
+                    tracing::info!(%guid, replicas = made.len(), "hot object spread");
+                });
+            }
+        }
         if self.client.store().contains(&guid) {
             return Ok(guid);
+        }
+        if let Some(gateway) = &self.gateway {
+            return gateway.insert(url).await;
         }
         let mut holders = self.client.find_providers(guid, 3, self.budget).await;
         if holders.is_empty() {

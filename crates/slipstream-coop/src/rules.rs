@@ -160,6 +160,21 @@ pub fn reuse(object: &Object, req: &request::Parts, now: SystemTime) -> Option<R
     Some(policy.evaluate(req, now))
 }
 
+/// The object's current age (RFC 9111 §4.2.3), for the `Age` field of a response it answers;
+/// `None` when its head would not let a shared cache store it.
+pub fn age(object: &Object, now: SystemTime) -> Option<Duration> {
+    let head = head_of(object);
+    let (mut original, ()) = http::Request::new(()).into_parts();
+    original.uri = object.url.parse().ok()?;
+    let policy = Policy::new(
+        &original,
+        &head,
+        from_unix_ms(object.received_at_ms),
+        &Options::default(),
+    )?;
+    Some(policy.age(now))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ mod check_cmd;
 mod demo;
 mod experiment_cmd;
 mod get_cmd;
+mod node_cmd;
 mod predict_cmd;
 mod proxy_cmd;
 mod reload_cmd;
@@ -42,6 +43,9 @@ enum Command {
     Workload(workload_cmd::Args),
     /// Reproduce a paper's figures (JSON, SVG charts, markdown tables).
     Experiment(experiment_cmd::Args),
+    /// A cooperative web cache node (Riptide, paper 004): browser proxy, cache, gateway,
+    /// cache manager on libp2p.
+    Node(node_cmd::Args),
     /// Check a node's config file without starting anything: file, line and field of each error.
     CheckConfig(check_cmd::Args),
     /// Check a node's config file, then ask the running node to reload it (SIGHUP).
@@ -72,6 +76,7 @@ fn main() -> std::process::ExitCode {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Workload(args) => workload_cmd::run(args),
         Command::Experiment(args) => experiment_cmd::run(args),
+        Command::Node(args) => node_cmd::run(args),
         Command::CheckConfig(args) => check_cmd::run(args),
         Command::Reload(args) => reload_cmd::run(args),
         Command::Get(args) => get_cmd::run(args),

@@ -3,6 +3,7 @@
 
 mod cli;
 mod cluster;
+mod coop;
 mod hierarchy;
 mod node;
 mod phases;

@@ -1,0 +1,426 @@
+//! A cooperative-cache node on the node layer: what `slipstream node` runs.
+//!
+//! - [`start`]: the node's identity (kept in its data directory), its store, the swarm and its
+//!   event loop, the role task, the gateway's monitors.
+//! - [`BrowserProxy`]: the browser proxy role (004 §4.2.2) as a phase of the caching proxy:
+//!   before the proxy goes upstream, the request is looked up in the cooperative cache (the
+//!   node's own store, neighbours' digests, then the DHT within a time budget); a verified
+//!   object that RFC 9111 lets answer the request stands in for the origin's response. A miss
+//!   goes to the origin and sends a miss hint to a cache manager; a hit that had to walk the
+//!   DHT sends a slow-hit hint, so that the manager brings a replica nearer.
+//! - [`StatusEndpoint`]: `GET /_slipstream/coop`, the node's peers, objects and lookups by
+//!   outcome as JSON (the status page draws them).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use async_trait::async_trait;
+use http::header::{HeaderName, HeaderValue, AGE};
+use http::{request, response, Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use libp2p::identity::Keypair;
+use slipstream_http::Body;
+use slipstream_http_rules::rfc9111::Reuse;
+use slipstream_node::respond::{json, method_not_allowed, text};
+use slipstream_node::{Ctx, Endpoint, Phase};
+
+use crate::config::{Role, Settings};
+use crate::gateway::Gateway;
+use crate::net::{tcp_swarm, Client, EventLoop, NetConfig};
+use crate::roles::{self, Manager, Via};
+use crate::rules;
+use crate::store::Store;
+
+/// The node's key file in its data directory.
+pub const KEY_FILE: &str = "node.key";
+/// The node's replicas in its data directory.
+pub const STORE_FILE: &str = "store.redb";
+
+/// What the browser proxy's lookups came to.
+#[derive(Debug, Default)]
+pub struct Lookups {
+    /// Answered from the node's own store.
+    pub store: AtomicU64,
+    /// Answered by a neighbour its digest named (no DHT walk).
+    pub nearby: AtomicU64,
+    /// Answered by a provider the DHT named.
+    pub dht: AtomicU64,
+    /// Found nowhere: the origin answered.
+    pub miss: AtomicU64,
+    /// Found, but RFC 9111 would not let it answer the request (stale, or the request asks
+    /// for more): the origin answered.
+    pub stale: AtomicU64,
+    /// Not looked up (not a GET, credentials, no-store, not an http URL).
+    pub bypass: AtomicU64,
+    /// Miss and slow-hit hints a cache manager took.
+    pub hints_sent: AtomicU64,
+    /// Hints that found no manager, or that it refused.
+    pub hints_failed: AtomicU64,
+}
+
+impl Lookups {
+    fn json(&self) -> serde_json::Value {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        serde_json::json!({
+            "store": g(&self.store),
+            "nearby": g(&self.nearby),
+            "dht": g(&self.dht),
+            "miss": g(&self.miss),
+            "stale": g(&self.stale),
+            "bypass": g(&self.bypass),
+            "hints_sent": g(&self.hints_sent),
+            "hints_failed": g(&self.hints_failed),
+        })
+    }
+}
+
+/// A running node's shared state.
+#[derive(Debug)]
+pub struct CoopNode {
+    client: Client,
+    settings: Settings,
+    lookups: Lookups,
+    started: Instant,
+    /// This node's own cache manager, which takes its proxy's hints directly.
+    manager: Option<Manager>,
+}
+
+impl CoopNode {
+    /// The handle on the swarm.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The validated `[coop]` table.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The lookups so far.
+    pub fn lookups(&self) -> &Lookups {
+        &self.lookups
+    }
+
+    /// Everything `/_slipstream/coop` shows.
+    pub async fn status(&self) -> serde_json::Value {
+        let peers = self.client.peers().await;
+        let addrs = self.client.addresses().await;
+        let store = self.client.store();
+        let s = store.stats();
+        let mut objects: Vec<serde_json::Value> = store
+            .guids()
+            .into_iter()
+            .filter_map(|g| store.get(&g).map(|o| (g, o)))
+            .take(200)
+            .map(|(g, o)| {
+                serde_json::json!({
+                    "guid": g.to_hex(),
+                    "url": o.object.url,
+                    "version": o.object.version,
+                    "bytes": o.object.size(),
+                })
+            })
+            .collect();
+        objects.sort_by(|a, b| a["url"].as_str().cmp(&b["url"].as_str()));
+        let net = self.client.stats();
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let roles: Vec<&str> = self
+            .settings
+            .roles
+            .iter()
+            .map(|r| match r {
+                Role::Cache => "cache",
+                Role::Gateway => "gateway",
+                Role::Manager => "manager",
+            })
+            .collect();
+        serde_json::json!({
+            "peer_id": self.client.peer_id().to_string(),
+            "provider": self.settings.provider.to_peer_id().to_string(),
+            "roles": roles,
+            "uptime_ms": self.started.elapsed().as_millis() as u64,
+            "addresses": addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "peers": peers.iter().map(|p| serde_json::json!({
+                "peer_id": p.peer.to_string(),
+                "rtt_us": p.rtt.map(|d| d.as_micros() as u64),
+            })).collect::<Vec<_>>(),
+            "store": {
+                "objects": s.objects,
+                "bytes": s.bytes,
+                "capacity_bytes": s.capacity_bytes,
+                "restored": s.restored,
+                "evicted": s.evicted,
+            },
+            "objects": objects,
+            "lookups": self.lookups.json(),
+            "net": {
+                "served": g(&net.served),
+                "missed": g(&net.missed),
+                "malformed": g(&net.malformed),
+                "rejected": g(&net.rejected),
+                "updates_applied": g(&net.updates_applied),
+                "updates_rejected": g(&net.updates_rejected),
+                "updates_ignored": g(&net.updates_ignored),
+            },
+        })
+    }
+
+    /// Sends a hint about `url` to a cache manager, off the request path.
+    fn hint(self: &Arc<Self>, url: String) {
+        let node = self.clone();
+        tokio::spawn(async move {
+            let provider = node.settings.provider.clone();
+            let taken = match &node.manager {
+                Some(m) => m.on_miss(&url).await.map(|_| ()),
+                None => {
+                    roles::hint_miss(&node.client, &provider, &url, node.settings.lookup_budget)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                }
+            };
+            match taken {
+                Ok(()) => node.lookups.hints_sent.fetch_add(1, Ordering::Relaxed),
+                Err(e) => {
+                    tracing::debug!(%url, error = %e, "hint not taken");
+                    node.lookups.hints_failed.fetch_add(1, Ordering::Relaxed)
+                }
+            };
+        });
+    }
+}
+
+/// Why a node did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data directory or the key in it.
+    #[error("{0}")]
+    Identity(String),
+    /// The store.
+    #[error("cannot open the store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    /// The swarm.
+    #[error("cannot start the peer-to-peer layer: {0}")]
+    Net(String),
+}
+
+/// The node's key: read from its data directory, or made and written there (mode 0600) at the
+/// first start; a new one each start without a data directory.
+pub fn identity(settings: &Settings) -> Result<Keypair, StartError> {
+    let Some(dir) = &settings.data_dir else {
+        return Ok(Keypair::generate_ed25519());
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| StartError::Identity(format!("cannot create {}: {e}", dir.display())))?;
+    let path = dir.join(KEY_FILE);
+    if path.exists() {
+        return crate::config::read_keypair(&path).map_err(StartError::Identity);
+    }
+    let key = Keypair::generate_ed25519();
+    let bytes = key
+        .to_protobuf_encoding()
+        .map_err(|e| StartError::Identity(e.to_string()))?;
+    write_private(&path, &bytes)
+        .map_err(|e| StartError::Identity(format!("cannot write {}: {e}", path.display())))?;
+    Ok(key)
+}
+
+/// Makes a cache provider's key, writes it to the new file `path` (mode 0600) and returns its
+/// peer id, which nodes name as their provider.
+pub fn keygen(path: &std::path::Path) -> std::io::Result<libp2p::PeerId> {
+    let key = Keypair::generate_ed25519();
+    let bytes = key.to_protobuf_encoding().map_err(std::io::Error::other)?;
+    write_private(path, &bytes)?;
+    Ok(key.public().to_peer_id())
+}
+
+/// Writes `bytes` to a new file only its owner may read.
+pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut f = options.open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+/// Starts the node's peer-to-peer side in the current runtime: its store (restored from disk),
+/// the swarm, the roles, the gateway's monitors.
+pub async fn start(settings: Settings) -> Result<Arc<CoopNode>, StartError> {
+    let key = identity(&settings)?;
+    let path = settings.data_dir.as_ref().map(|d| d.join(STORE_FILE));
+    let store = {
+        let (capacity, policy) = (settings.capacity_bytes, settings.policy);
+        tokio::task::spawn_blocking(move || Store::open(path.as_deref(), capacity, policy))
+            .await
+            .map_err(|e| StartError::Net(e.to_string()))??
+    };
+    let config = NetConfig {
+        listen: settings.p2p_listen.clone(),
+        bootstrap: settings.bootstrap.clone(),
+        mdns: settings.mdns,
+        trusted: vec![settings.provider.clone()],
+        ..NetConfig::default()
+    };
+    let swarm = tcp_swarm(key, &config).map_err(|e| StartError::Net(e.to_string()))?;
+    let (mut event_loop, client) = EventLoop::new(swarm, config, Arc::new(store))
+        .map_err(|e| StartError::Net(e.to_string()))?;
+    let queue = (!settings.roles.is_empty()).then(|| event_loop.accept_role_requests(64));
+    tokio::spawn(event_loop.run());
+    let mut own_manager = None;
+    if let Some(queue) = queue {
+        let gateway = match (
+            &settings.provider_key,
+            settings.roles.contains(&Role::Gateway),
+        ) {
+            (Some(key), true) => {
+                let g = Gateway::new(client.clone(), key.clone());
+                g.announce().await;
+                for url in &settings.monitor {
+                    tokio::spawn(g.clone().monitor(url.clone(), settings.monitor_period));
+                }
+                Some(g)
+            }
+            _ => None,
+        };
+        let manager = if settings.roles.contains(&Role::Manager) {
+            let m = Manager::new(
+                client.clone(),
+                settings.provider.clone(),
+                settings.lookup_budget,
+            )
+            .spreading(settings.spread_copies, settings.hot_after);
+            let m = match &gateway {
+                Some(g) => m.with_gateway(g.clone()),
+                None => m,
+            };
+            m.announce().await;
+            own_manager = Some(m.clone());
+            Some(m)
+        } else {
+            None
+        };
+        tokio::spawn(roles::serve(client.clone(), gateway, manager, queue));
+    }
+    Ok(Arc::new(CoopNode {
+        client,
+        settings,
+        lookups: Lookups::default(),
+        started: Instant::now(),
+        manager: own_manager,
+    }))
+}
+
+/// What the browser proxy made of one request (kept in the request's context).
+#[derive(Debug, Clone, Copy)]
+struct Outcome(&'static str);
+
+/// The browser proxy role, a phase of the caching proxy.
+#[derive(Debug, Clone)]
+pub struct BrowserProxy(pub Arc<CoopNode>);
+
+impl BrowserProxy {
+    fn answer(&self, found: &roles::Found, req: &request::Parts) -> Option<Response<Body>> {
+        let now = SystemTime::now();
+        let object = &found.object.object;
+        match rules::reuse(object, req, now) {
+            Some(Reuse::Fresh) => {}
+            _ => return None,
+        }
+        let head = rules::head_of(object);
+        let mut res = Response::new(Body::full(object.body.clone()));
+        *res.status_mut() = head.status;
+        *res.headers_mut() = head.headers;
+        if let Some(age) = rules::age(object, now) {
+            res.headers_mut()
+                .insert(AGE, HeaderValue::from(age.as_secs()));
+        }
+        Some(res)
+    }
+}
+
+#[async_trait]
+impl Phase for BrowserProxy {
+    async fn upstream_fetch(&self, ctx: &mut Ctx, req: &request::Parts) -> Option<Response<Body>> {
+        let node = &self.0;
+        if rules::precheck(req).is_err() {
+            node.lookups.bypass.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let url = req.uri.to_string();
+        let providers = [node.settings.provider.clone()];
+        let found =
+            roles::lookup(&node.client, &providers, &url, node.settings.lookup_budget).await;
+        let Some(found) = found else {
+            node.lookups.miss.fetch_add(1, Ordering::Relaxed);
+            ctx.extensions.insert(Outcome("miss"));
+            node.hint(url);
+            return None;
+        };
+        let Some(res) = self.answer(&found, req) else {
+            node.lookups.stale.fetch_add(1, Ordering::Relaxed);
+            ctx.extensions.insert(Outcome("stale"));
+            return None;
+        };
+        let (counter, detail) = match found.via {
+            Via::Store => (&node.lookups.store, "store"),
+            Via::Nearby => (&node.lookups.nearby, "nearby"),
+            Via::Dht => (&node.lookups.dht, "dht"),
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        ctx.extensions.insert(Outcome(detail));
+        if found.via == Via::Dht {
+            // A slow hit (§4.4): the manager brings a replica nearer.
+            node.hint(url);
+        }
+        Some(res)
+    }
+
+    fn response_filter(&self, ctx: &mut Ctx, res: &mut response::Parts) {
+        let Some(Outcome(what)) = ctx.extensions.get::<Outcome>().copied() else {
+            return;
+        };
+        let member = match what {
+            "miss" | "stale" => format!("slipstream-coop; fwd={what}"),
+            via => format!("slipstream-coop; hit; detail={via}"),
+        };
+        // RFC 9211: members run from the origin's side to the client's. The cooperative cache
+        // stands between the origin and this node's proxy, whose member is already there.
+        let name = HeaderName::from_static("cache-status");
+        let value = match res.headers.get(&name).and_then(|v| v.to_str().ok()) {
+            Some(rest) if !rest.is_empty() => format!("{member}, {rest}"),
+            _ => member,
+        };
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            res.headers.insert(name, v);
+        }
+    }
+}
+
+/// `GET /_slipstream/coop`: the node's state as JSON.
+#[derive(Debug, Clone)]
+pub struct StatusEndpoint(pub Arc<CoopNode>);
+
+#[async_trait]
+impl Endpoint for StatusEndpoint {
+    async fn call(&self, req: Request<Incoming>, rest: &str) -> Response<Body> {
+        if !rest.is_empty() {
+            return text(StatusCode::NOT_FOUND, "no such control endpoint");
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return method_not_allowed("GET, HEAD");
+        }
+        let mut r = json(StatusCode::OK, &self.0.status().await);
+        r.headers_mut().insert(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        );
+        r
+    }
+}

@@ -1,0 +1,178 @@
+//! `slipstream node`: a cooperative web cache node (Riptide, paper 004) on libp2p.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use slipstream_coop::node::{self, BrowserProxy, CoopNode, StatusEndpoint};
+use slipstream_node::bootstrap::{Asked, Running};
+use slipstream_node::config::{self, ConfigFile, Override, Overrides};
+use slipstream_node::Node;
+use slipstream_proxy::Proxy;
+
+/// Flags override the config file's `[coop]` table; `--set` sets any field of it (or of
+/// `[proxy]`, which tunes the node's HTTP side).
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    pub tool: Option<Tool>,
+    /// The browser proxy's address (an HTTP forward proxy) [default: 127.0.0.1:3128].
+    #[arg(long, value_parser = slipstream_node::config::parse_listen)]
+    pub listen: Option<SocketAddr>,
+    /// A peer-to-peer address to listen on, e.g. /ip4/0.0.0.0/tcp/4001 (repeatable)
+    /// [default: /ip4/127.0.0.1/tcp/0].
+    #[arg(long = "p2p-listen", value_name = "MULTIADDR")]
+    pub p2p_listen: Vec<String>,
+    /// A peer to join through, ending in /p2p/<peer id> (repeatable).
+    #[arg(long, value_name = "MULTIADDR")]
+    pub bootstrap: Vec<String>,
+    /// Find peers on the LAN by mDNS.
+    #[arg(long)]
+    pub mdns: bool,
+    /// Keep the node's key and replicas here (they survive restarts).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// The cache provider whose objects this node serves (its peer id).
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// The provider's key file (made by `slipstream node keygen`): a gateway signs with it.
+    #[arg(long)]
+    pub provider_key: Option<PathBuf>,
+    /// A role besides the browser proxy: cache, gateway, manager (repeatable)
+    /// [default: cache].
+    #[arg(long = "role")]
+    pub roles: Vec<String>,
+    /// A URL a gateway refreshes every monitor period, pushing changes (repeatable).
+    #[arg(long)]
+    pub monitor: Vec<String>,
+    /// The content cache's bound, e.g. 256MiB.
+    #[arg(long, value_parser = slipstream_units::bytes)]
+    pub cache_size: Option<u64>,
+    /// The node's TOML config file; `node` reads its `[coop]` and `[proxy]` tables.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Set any field, e.g. `--set coop.lookup_budget_ms=500ms` (repeatable).
+    #[arg(long = "set", value_name = "TABLE.FIELD=VALUE", value_parser = config::parse_override)]
+    pub set: Vec<Override>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Tool {
+    /// Make a cache provider's key file and print its peer id (what nodes name as provider).
+    Keygen {
+        /// Where to write the key (refused if it exists).
+        out: PathBuf,
+    },
+}
+
+impl Args {
+    fn overrides(&self) -> Overrides {
+        let list = |v: &[String]| (!v.is_empty()).then(|| v.to_vec());
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let mut o = Overrides::default();
+        o.set_opt("coop.listen", self.listen.map(|a| a.to_string()))
+            .set_opt("coop.p2p_listen", list(&self.p2p_listen))
+            .set_opt("coop.bootstrap", list(&self.bootstrap))
+            .set_opt("coop.mdns", self.mdns.then_some(true))
+            .set_opt("coop.data_dir", path(&self.data_dir))
+            .set_opt("coop.provider", self.provider.clone())
+            .set_opt("coop.provider_key", path(&self.provider_key))
+            .set_opt("coop.roles", list(&self.roles))
+            .set_opt("coop.monitor", list(&self.monitor))
+            .set_opt(
+                "coop.capacity_bytes",
+                self.cache_size.and_then(|n| i64::try_from(n).ok()),
+            )
+            .extend(self.set.iter().cloned());
+        o
+    }
+
+    fn settings(
+        &self,
+    ) -> anyhow::Result<(
+        slipstream_coop::config::Settings,
+        slipstream_proxy::Settings,
+    )> {
+        let file = ConfigFile::load_opt(self.config.as_deref())?;
+        let coop: slipstream_coop::config::Config = file.section("coop", &self.overrides())?;
+        let coop = coop.validate()?;
+        // The HTTP side is a forward proxy on the coop's address. Its own memory cache is off
+        // by default: the node's store is its cache, and a hit there must be seen as one.
+        let mut http = Overrides::default();
+        http.set_opt("proxy.listen", Some(coop.listen.to_string()))
+            .set_opt("proxy.cache.enabled", Some(false))
+            .set_opt("proxy.workers", i64::try_from(coop.workers).ok());
+        http.extend(self.set.iter().cloned());
+        let proxy: slipstream_proxy::Config = file.section("proxy", &http)?;
+        Ok((coop, proxy.validate()?))
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(Tool::Keygen { out }) = &args.tool {
+        return keygen(out);
+    }
+    let (coop, http) = args.settings()?;
+    crate::serve::runtime(coop.workers)?.block_on(async move {
+        let drain = http.drain;
+        let mut signals = crate::serve::signals()?;
+        let (running, node) = start(coop, http).await?;
+        loop {
+            match signals.next().await {
+                Asked::Stop => break,
+                Asked::Reload => {
+                    println!("reload: a node's settings take effect at its next start")
+                }
+                Asked::Reopen => {}
+            }
+        }
+        crate::serve::stop(running, drain).await;
+        drop(node);
+        Ok(())
+    })
+}
+
+fn keygen(out: &std::path::Path) -> anyhow::Result<()> {
+    let id = node::keygen(out)
+        .with_context(|| format!("cannot write {} (it must not exist yet)", out.display()))?;
+    println!("{id}");
+    Ok(())
+}
+
+/// Starts the swarm, the roles and the browser proxy; prints the node's addresses.
+pub async fn start(
+    coop: slipstream_coop::config::Settings,
+    http: slipstream_proxy::Settings,
+) -> anyhow::Result<(Running, Arc<CoopNode>)> {
+    let coop_node = node::start(coop).await.context("starting the node")?;
+    let proxy = Proxy::builder(http.clone())
+        .phase(BrowserProxy(coop_node.clone()))
+        .build();
+    let mut n = Node::new(proxy);
+    n.route("coop", StatusEndpoint(coop_node.clone()));
+    let running = n.start(&http.listen()).await?;
+    let addr = running.bound.addr;
+    let client = coop_node.client();
+    let mut addrs = Vec::new();
+    // The swarm reports its listen addresses once the sockets are bound (moments).
+    for _ in 0..500 {
+        addrs = client.addresses().await;
+        if !addrs.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let s = coop_node.settings();
+    println!(
+        "slipstream node {}: browser proxy on http://{addr}/ (provider {})",
+        client.peer_id(),
+        s.provider.to_peer_id()
+    );
+    for a in &addrs {
+        println!("p2p: {a}");
+    }
+    println!("status: http://{addr}/_slipstream/status");
+    Ok((running, coop_node))
+}

@@ -1,0 +1,240 @@
+//! `slipstream node` (paper 004) as real processes on loopback: a gateway, cache nodes and a
+//! cache manager that joins later, each a browser proxy; an origin served by `slipstream serve`.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::support::{bin, request, serve, start, Node};
+
+fn status(addr: SocketAddr) -> serde_json::Value {
+    let r = request(addr, "GET", "/_slipstream/coop", &[]);
+    assert_eq!(r.status, 200);
+    serde_json::from_slice(&r.body).expect("coop status JSON")
+}
+
+/// Polls `addr`'s coop status until `done` holds (at most 30 s): announcements, replicas and
+/// hints travel on the nodes' own tasks, so the test waits for what they report.
+fn wait_until(
+    addr: SocketAddr,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = status(addr);
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: never happened; last status {s}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn holds(s: &serde_json::Value, url: &str) -> bool {
+    s["objects"]
+        .as_array()
+        .is_some_and(|o| o.iter().any(|o| o["url"] == url))
+}
+
+/// A provider's key in `dir`; its peer id.
+fn keygen(dir: &Path) -> (String, String) {
+    let path = dir.join("provider.key");
+    let out = bin()
+        .args(["node", "keygen", path.to_str().unwrap()])
+        .output()
+        .expect("keygen");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(id.starts_with("12D3KooW"), "{id}");
+    // A second keygen never overwrites a key.
+    let again = bin()
+        .args(["node", "keygen", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    (path.to_str().unwrap().to_owned(), id)
+}
+
+struct CoopNode {
+    node: Node,
+    p2p: String,
+}
+
+fn node(args: &[&str]) -> CoopNode {
+    let mut all = vec!["node", "--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let node = start(&all, "browser proxy on");
+    let p2p = node
+        .wait_for_line("p2p: ")
+        .trim_start_matches("p2p: ")
+        .to_owned();
+    CoopNode { node, p2p }
+}
+
+/// A GET of `url` through the browser proxy at `proxy`: (status, body, Cache-Status).
+fn fetch(proxy: SocketAddr, url: &str) -> (u16, Vec<u8>, String) {
+    let r = request(proxy, "GET", url, &[]);
+    let cs = r.header("cache-status").unwrap_or_default().to_owned();
+    (r.status, r.body, cs)
+}
+
+#[test]
+fn a_ring_finds_a_manager_that_joins_later_and_survives_a_killed_replica() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("a.txt"), "aaa\n").unwrap();
+    std::fs::write(site.path().join("b.txt"), "bbb\n").unwrap();
+    let origin = serve(site.path(), &["--cache-control", "max-age=300"]);
+    let keys = tempfile::tempdir().unwrap();
+    let (key, provider) = keygen(keys.path());
+
+    let gateway = node(&["--provider-key", &key, "--role", "gateway"]);
+    let boot = gateway.p2p.clone();
+    let caches: Vec<CoopNode> = (0..3)
+        .map(|_| node(&["--provider", &provider, "--bootstrap", &boot]))
+        .collect();
+    let (a, b) = (caches[0].node.addr, caches[1].node.addr);
+    let url_a = format!("http://{}/a.txt", origin.addr);
+    let url_b = format!("http://{}/b.txt", origin.addr);
+
+    // No cache manager yet: a miss is served by the origin, and its hint finds no manager.
+    let (st, body, cs) = fetch(a, &url_a);
+    assert_eq!((st, body.as_slice()), (200, &b"aaa\n"[..]));
+    assert!(cs.contains("slipstream-coop; fwd=miss"), "{cs}");
+    wait_until(a, "the hint failed", |s| s["lookups"]["hints_failed"] == 1);
+
+    // A manager joins through the gateway; no other node's configuration changes.
+    let manager = node(&[
+        "--provider",
+        &provider,
+        "--bootstrap",
+        &boot,
+        "--role",
+        "manager",
+    ]);
+    let m = manager.node.addr;
+    // The next miss at the same proxy reaches it, and it makes a replica (inserted by the
+    // gateway, found through its service GUID).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (st, body, _) = fetch(a, &url_b);
+        assert_eq!((st, body.as_slice()), (200, &b"bbb\n"[..]));
+        if holds(&status(m), &url_b) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the manager never made a replica"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(status(a)["lookups"]["hints_sent"].as_u64() >= Some(1));
+    let g = wait_until(gateway.node.addr, "the gateway holds it", |s| {
+        holds(s, &url_b)
+    });
+    assert_eq!(g["roles"], serde_json::json!(["gateway"]));
+
+    // Another proxy finds a replica through the DHT: the origin sees nothing more.
+    let (st, body, cs) = fetch(b, &url_b);
+    assert_eq!((st, body.as_slice()), (200, &b"bbb\n"[..]));
+    assert!(cs.contains("slipstream-coop; hit"), "{cs}");
+    let bs = status(b);
+    assert_eq!(
+        bs["lookups"]["dht"].as_u64().unwrap() + bs["lookups"]["nearby"].as_u64().unwrap(),
+        1,
+        "{bs}"
+    );
+
+    // The manager dies; every request still succeeds (another replica, or the origin).
+    drop(manager);
+    for i in 0..20 {
+        let proxy = caches[i % 3].node.addr;
+        let (st, body, _) = fetch(proxy, &url_b);
+        assert_eq!((st, body.as_slice()), (200, &b"bbb\n"[..]), "request {i}");
+    }
+
+    // Uncacheable requests are not looked up, and bad ones get a clear answer.
+    let r = request(a, "POST", &url_a, &[]);
+    assert_eq!(r.status, 405, "the origin's answer");
+    assert!(status(a)["lookups"]["bypass"].as_u64() >= Some(1));
+}
+
+#[test]
+fn a_node_with_a_bad_configuration_says_what_is_wrong_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["node"], "[coop] provider"),
+        (&["node", "--provider", "nope"], "not a peer id"),
+        (
+            &[
+                "node",
+                "--provider",
+                "12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN",
+                "--role",
+                "gateway",
+            ],
+            "provider_key",
+        ),
+        (
+            &[
+                "node",
+                "--provider",
+                "12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN",
+                "--bootstrap",
+                "/ip4/127.0.0.1/tcp/1",
+            ],
+            "must end in /p2p/",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = bin().args(args).current_dir(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_restarted_node_keeps_its_identity_and_its_replicas() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("a.txt"), "aaa\n").unwrap();
+    let origin = serve(site.path(), &["--cache-control", "max-age=300"]);
+    let keys = tempfile::tempdir().unwrap();
+    let (key, _) = keygen(keys.path());
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_str().unwrap();
+    let url = format!("http://{}/a.txt", origin.addr);
+    let args = [
+        "--provider-key",
+        key.as_str(),
+        "--role",
+        "gateway",
+        "--role",
+        "manager",
+        "--data-dir",
+        data_dir,
+    ];
+    let first = node(&args);
+    let id = status(first.node.addr)["peer_id"].clone();
+    // Its own miss hint reaches itself as manager; the replica is in its store.
+    let (st, _, _) = fetch(first.node.addr, &url);
+    assert_eq!(st, 200);
+    wait_until(first.node.addr, "a replica", |s| holds(s, &url));
+    drop(first);
+
+    let second = node(&args);
+    let s = status(second.node.addr);
+    assert_eq!(s["peer_id"], id);
+    assert!(holds(&s, &url), "{s}");
+    assert_eq!(s["store"]["restored"], 1);
+    let (st, body, cs) = fetch(second.node.addr, &url);
+    assert_eq!((st, body.as_slice()), (200, &b"aaa\n"[..]));
+    assert!(cs.contains("hit; detail=store"), "{cs}");
+}

@@ -238,3 +238,134 @@ fn a_restarted_node_keeps_its_identity_and_its_replicas() {
     assert_eq!((st, body.as_slice()), (200, &b"aaa\n"[..]));
     assert!(cs.contains("hit; detail=store"), "{cs}");
 }
+
+fn served(addr: SocketAddr) -> u64 {
+    status(addr)["net"]["served"].as_u64().unwrap()
+}
+
+#[test]
+fn a_flash_crowd_spreads_replicas_and_an_update_reaches_every_one_within_a_period() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("hot.html"), "version one\n").unwrap();
+    // The origin sees a changed file at once, so that the monitor's period is all the delay.
+    let origin = serve(
+        site.path(),
+        &[
+            "--cache-control",
+            "max-age=300",
+            "--set",
+            "serve.revalidate_ms=0",
+        ],
+    );
+    let keys = tempfile::tempdir().unwrap();
+    let (key, provider) = keygen(keys.path());
+    let url = format!("http://{}/hot.html", origin.addr);
+    let period = Duration::from_secs(2);
+    let gateway = node(&[
+        "--provider-key",
+        &key,
+        "--role",
+        "gateway",
+        "--monitor",
+        &url,
+        "--set",
+        "coop.monitor_period_ms=2s",
+    ]);
+    let boot = gateway.p2p.clone();
+    let manager = node(&[
+        "--provider",
+        &provider,
+        "--bootstrap",
+        &boot,
+        "--role",
+        "manager",
+        "--set",
+        "coop.hot_after=3",
+        "--set",
+        "coop.spread_copies=2",
+    ]);
+    let caches: Vec<CoopNode> = (0..3)
+        .map(|_| node(&["--provider", &provider, "--bootstrap", &boot]))
+        .collect();
+    let everyone: Vec<SocketAddr> = [&gateway, &manager]
+        .into_iter()
+        .chain(&caches)
+        .map(|n| n.node.addr)
+        .collect();
+
+    // The crowd: every request through one of the caches. The first misses; its hint makes a
+    // replica at the manager; hits that walk the DHT are slow-hit hints, and by the third
+    // hint the manager spreads the object over two more nodes.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut i = 0;
+    let holders = loop {
+        let (st, body, _) = fetch(caches[i % 3].node.addr, &url);
+        assert_eq!(
+            (st, body.as_slice()),
+            (200, &b"version one\n"[..]),
+            "request {i}"
+        );
+        i += 1;
+        let holders: Vec<SocketAddr> = everyone
+            .iter()
+            .copied()
+            .filter(|a| holds(&status(*a), &url))
+            .collect();
+        if holders.len() >= 4 {
+            break holders;
+        }
+        assert!(Instant::now() < deadline, "no spread after {i} requests");
+    };
+    // More of the crowd; the replicas share it.
+    for j in 0..30 {
+        let (st, _, _) = fetch(caches[j % 3].node.addr, &url);
+        assert_eq!(st, 200);
+    }
+    let counts: Vec<(SocketAddr, u64, u64)> = everyone
+        .iter()
+        .map(|a| {
+            let s = status(*a);
+            (
+                *a,
+                s["net"]["served"].as_u64().unwrap(),
+                s["lookups"]["store"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    eprintln!(
+        "replicas at {holders:?}; (node, fetches served to peers, own-store hits): {counts:?}"
+    );
+    let answering = counts
+        .iter()
+        .filter(|(_, peers, own)| peers + own > 0)
+        .count();
+    assert!(
+        answering >= 3,
+        "the crowd was served by {answering} node(s): {counts:?}"
+    );
+    assert!(
+        served(gateway.node.addr) < i as u64 + 30,
+        "the gateway served the whole crowd"
+    );
+
+    // The origin changes; the monitor's next refresh pushes version 2 to every replica.
+    std::fs::write(site.path().join("hot.html"), "version two\n").unwrap();
+    let changed = Instant::now();
+    for a in &holders {
+        wait_until(*a, "the update", |s| {
+            s["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|o| o["url"] == url.as_str() && o["version"] == 2)
+        });
+    }
+    let took = changed.elapsed();
+    eprintln!("version 2 at all {} replicas after {took:?}", holders.len());
+    // One period, and a margin for the push to cross the mesh on a loaded machine.
+    assert!(took < period + Duration::from_secs(1), "{took:?}");
+    for c in &caches {
+        let (st, body, _) = fetch(c.node.addr, &url);
+        assert_eq!((st, body.as_slice()), (200, &b"version two\n"[..]));
+    }
+}

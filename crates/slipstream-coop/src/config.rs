@@ -347,7 +347,7 @@ mod tests {
 
     #[test]
     fn a_gateway_reads_the_providers_key_and_checks_it() {
-        let (k, id) = provider();
+        let (k, _) = provider();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("provider.key");
         std::fs::write(&path, k.to_protobuf_encoding().unwrap()).unwrap();

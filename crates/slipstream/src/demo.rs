@@ -186,6 +186,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             seed: 1,
         };
         let prefetched = slipstream_bench::agent::run_agents(agents, |_, _| {}).await?;
+        // A cooperative cache (Riptide, paper 004) beside the hierarchy: a gateway that is
+        // also the cache manager, and two cache nodes, each a browser proxy for the site.
+        let ring = coop_ring(&data_dir).await?;
+        let coop_hits = warm_ring(&ring, origin.addr).await?;
         println!("slipstream demo is running (Ctrl-C to stop)");
         println!("  site:    {base}/   (child proxy -> parent proxies -> origin)");
         println!("  status:  {base}/_slipstream/status");
@@ -209,6 +213,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
              budget on http://{0}/_slipstream/status and /_slipstream/prefetch)",
             origin.addr
         );
+        println!(
+            "  Riptide: a cooperative cache of {} nodes on libp2p; browser proxies {} \
+             (try: curl -x http://{} http://{}/about.html -I)",
+            ring.len(),
+            ring.iter()
+                .map(|(_, r)| format!("http://{}/", r.bound.addr))
+                .collect::<Vec<_>>()
+                .join(" "),
+            ring[1].1.bound.addr,
+            origin.addr
+        );
+        for (node, running) in &ring {
+            println!(
+                "  coop {:<4} http://{}/_slipstream/status ({})",
+                node.settings()
+                    .roles
+                    .iter()
+                    .map(|r| format!("{r:?}").to_lowercase())
+                    .collect::<Vec<_>>()
+                    .join("+"),
+                running.bound.addr,
+                node.client().peer_id()
+            );
+        }
         println!("  files:   {}", shown.display());
         println!("  try:     curl -sI {base}/assets/large.bin | grep -i cache-status");
         println!(
@@ -221,6 +249,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             prefetched.hint_requests,
             prefetched.hint_waits
         );
+        println!("coop warm-up: {coop_hits} of its requests answered by the cooperative cache");
         crate::serve::shutdown_signal().await
     });
     if args.site_dir.is_none() {
@@ -228,6 +257,104 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_dir_all(&data);
     result
+}
+
+type Ring = Vec<(
+    std::sync::Arc<slipstream_coop::node::CoopNode>,
+    slipstream_node::bootstrap::Running,
+)>;
+
+/// Starts three coop nodes on loopback: a gateway and cache manager (the provider's key is made
+/// in `data`), then two cache nodes bootstrapped from it.
+async fn coop_ring(data: &Path) -> anyhow::Result<Ring> {
+    let dir = data.join("coop");
+    std::fs::create_dir_all(&dir)?;
+    let key = dir.join("provider.key");
+    let _ = std::fs::remove_file(&key);
+    slipstream_coop::node::keygen(&key).context("making the demo's provider key")?;
+    let mut ring: Ring = Vec::new();
+    let mut boot: Vec<String> = Vec::new();
+    for i in 0..3 {
+        let first = i == 0;
+        let table = slipstream_coop::config::Config {
+            listen: ([127, 0, 0, 1], 0).into(),
+            provider_key: Some(key.clone()),
+            roles: if first {
+                vec!["gateway".into(), "manager".into()]
+            } else {
+                vec!["cache".into()]
+            },
+            bootstrap: boot.clone(),
+            capacity_bytes: 16 << 20,
+            ..Default::default()
+        };
+        let coop = table.validate()?;
+        let http = slipstream_proxy::Config {
+            listen: coop.listen,
+            name: format!("coop-{i}"),
+            cache: slipstream_proxy::config::CacheConfig {
+                enabled: false,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+        .validate()?;
+        let (running, node) = crate::node_cmd::spawn(coop, http).await?;
+        if first {
+            boot = node
+                .client()
+                .addresses()
+                .await
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+        }
+        ring.push((node, running));
+    }
+    Ok(ring)
+}
+
+/// Sends each of the site's pages through every cache node of `ring` a few times, as a browser
+/// behind it would; the number answered by the cooperative cache.
+async fn warm_ring(ring: &Ring, origin: SocketAddr) -> anyhow::Result<u64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    for round in 0..3 {
+        for (_, running) in ring.iter().skip(1) {
+            for path in ["/", "/about.html", "/assets/style.css", "/assets/logo.svg"] {
+                let mut s = tokio::net::TcpStream::connect(running.bound.addr).await?;
+                let req = format!(
+                    "GET http://{origin}{path} HTTP/1.1\r\nHost: {origin}\r\nConnection: close\r\n\r\n"
+                );
+                s.write_all(req.as_bytes()).await?;
+                let mut out = Vec::new();
+                s.read_to_end(&mut out).await?;
+                anyhow::ensure!(
+                    out.starts_with(b"HTTP/1.1 200"),
+                    "the coop node answered {path} with {:?}",
+                    String::from_utf8_lossy(&out[..out.len().min(60)])
+                );
+            }
+        }
+        if round == 0 {
+            // The first round's misses have become replicas at the manager (its hints run
+            // beside the requests): wait for them, at most a few seconds.
+            let manager = ring[0].0.client().store().clone();
+            for _ in 0..100 {
+                if manager.stats().objects >= 4 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+        }
+    }
+    Ok(ring
+        .iter()
+        .map(|(n, _)| {
+            let l = n.lookups();
+            let g = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+            g(&l.store) + g(&l.nearby) + g(&l.dht)
+        })
+        .sum())
 }
 
 /// A UDP port free on loopback now (for a gossip listener).

@@ -141,8 +141,8 @@ fn keygen(out: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Starts the swarm, the roles and the browser proxy; prints the node's addresses.
-pub async fn start(
+/// Starts the swarm, the roles and the browser proxy, silently.
+pub async fn spawn(
     coop: slipstream_coop::config::Settings,
     http: slipstream_proxy::Settings,
 ) -> anyhow::Result<(Running, Arc<CoopNode>)> {
@@ -153,17 +153,25 @@ pub async fn start(
     let mut n = Node::new(proxy);
     n.route("coop", StatusEndpoint(coop_node.clone()));
     let running = n.start(&http.listen()).await?;
-    let addr = running.bound.addr;
-    let client = coop_node.client();
-    let mut addrs = Vec::new();
-    // The swarm reports its listen addresses once the sockets are bound (moments).
+    // The swarm reports its listen addresses once its sockets are bound (moments).
     for _ in 0..500 {
-        addrs = client.addresses().await;
-        if !addrs.is_empty() {
+        if !coop_node.client().addresses().await.is_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    Ok((running, coop_node))
+}
+
+/// Starts the swarm, the roles and the browser proxy; prints the node's addresses.
+pub async fn start(
+    coop: slipstream_coop::config::Settings,
+    http: slipstream_proxy::Settings,
+) -> anyhow::Result<(Running, Arc<CoopNode>)> {
+    let (running, coop_node) = spawn(coop, http).await?;
+    let addr = running.bound.addr;
+    let client = coop_node.client();
+    let addrs = client.addresses().await;
     let s = coop_node.settings();
     println!(
         "slipstream node {}: browser proxy on http://{addr}/ (provider {})",

@@ -84,6 +84,15 @@ fn demo_starts_and_answers() {
         .and_then(|r| r.split('/').next())
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no origin address in {line:?}"));
+    // Beside the hierarchy, a cooperative cache of three nodes: the warm-up's later rounds
+    // were answered from replicas, and a browser proxy answers from one now.
+    let line = node.wait_for_line("Riptide:");
+    let proxy: std::net::SocketAddr = line
+        .split("curl -x http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no browser proxy in {line:?}"));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let page = loop {
         let page = String::from_utf8_lossy(&get(origin, "/").body).into_owned();
@@ -98,6 +107,16 @@ fn demo_starts_and_answers() {
         std::thread::yield_now();
     };
     assert!(page.contains("/_slipstream/agent/register.js"));
+    let r = crate::support::request(proxy, "GET", &format!("http://{origin}/about.html"), &[]);
+    assert_eq!(r.status, 200);
+    assert!(
+        r.header("cache-status")
+            .is_some_and(|s| s.contains("slipstream-coop; hit")),
+        "{:?}",
+        r.header("cache-status")
+    );
+    let warm = node.wait_for_line("coop warm-up:");
+    assert!(!warm.contains("warm-up: 0 of"), "{warm}");
     assert_eq!(get(origin, "/_slipstream/agent/table.html").status, 200);
 }
 

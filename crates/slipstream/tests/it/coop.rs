@@ -369,3 +369,40 @@ fn a_flash_crowd_spreads_replicas_and_an_update_reaches_every_one_within_a_perio
         assert_eq!((st, body.as_slice()), (200, &b"version two\n"[..]));
     }
 }
+
+#[test]
+fn a_coop_nodes_status_page_shows_its_peers_objects_and_lookups() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("a.txt"), "aaa\n").unwrap();
+    let origin = serve(site.path(), &["--cache-control", "max-age=300"]);
+    let keys = tempfile::tempdir().unwrap();
+    let (key, provider) = keygen(keys.path());
+    let gateway = node(&[
+        "--provider-key",
+        &key,
+        "--role",
+        "gateway",
+        "--role",
+        "manager",
+    ]);
+    let cache = node(&["--provider", &provider, "--bootstrap", &gateway.p2p]);
+    let url = format!("http://{}/a.txt", origin.addr);
+    assert_eq!(fetch(cache.node.addr, &url).0, 200);
+    wait_until(gateway.node.addr, "a replica", |s| holds(s, &url));
+    let (_, _, cs) = fetch(cache.node.addr, &url);
+    assert!(cs.contains("slipstream-coop; hit"), "{cs}");
+
+    let dom = crate::status_page::status_dom(cache.node.addr);
+    assert!(
+        dom.contains("data-coop-drawn=\"1\""),
+        "the lookups chart:\n{dom}"
+    );
+    assert!(dom.contains("data-coop-peers=\"1\""), "{dom}");
+    assert!(dom.contains("1 DHT, 1 miss"), "the lookups summary:\n{dom}");
+    let dom = crate::status_page::status_dom(gateway.node.addr);
+    assert!(
+        dom.contains(&format!("<td>{url}</td>")),
+        "the objects it provides:\n{dom}"
+    );
+    assert!(dom.contains("gateway, manager"), "{dom}");
+}

@@ -62,7 +62,7 @@ fn proxy_status_page_draws_its_charts_in_chromium() {
 }
 
 /// A node's status page in headless Chromium, its DOM after five seconds of virtual time.
-fn status_dom(node_addr: std::net::SocketAddr) -> String {
+pub(crate) fn status_dom(node_addr: std::net::SocketAddr) -> String {
     let profile = tempfile::tempdir().expect("profile dir");
     let out = Command::new(chromium())
         .args([

@@ -4,6 +4,7 @@
 mod cli;
 mod cluster;
 mod coop;
+mod coop_adversary;
 mod hierarchy;
 mod node;
 mod phases;

@@ -164,19 +164,13 @@ impl request_response::Codec for Raw {
     type Request = Vec<u8>;
     type Response = Vec<u8>;
 
-    fn read_request<T>(
-        &mut self,
-        _: &StreamProtocol,
-        io: &mut T,
-    ) -> impl std::future::Future<Output = io::Result<Vec<u8>>> + Send
+    async fn read_request<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Vec<u8>>
     where
         T: libp2p::futures::AsyncRead + Unpin + Send,
     {
-        async move {
-            let mut v = Vec::new();
-            io.take(1 << 20).read_to_end(&mut v).await?;
-            Ok(v)
-        }
+        let mut v = Vec::new();
+        io.take(1 << 20).read_to_end(&mut v).await?;
+        Ok(v)
     }
 
     fn read_response<T>(
@@ -190,19 +184,17 @@ impl request_response::Codec for Raw {
         self.read_request(p, io)
     }
 
-    fn write_request<T>(
+    async fn write_request<T>(
         &mut self,
         _: &StreamProtocol,
         io: &mut T,
         req: Vec<u8>,
-    ) -> impl std::future::Future<Output = io::Result<()>> + Send
+    ) -> io::Result<()>
     where
         T: libp2p::futures::AsyncWrite + Unpin + Send,
     {
-        async move {
-            io.write_all(&req).await?;
-            io.close().await
-        }
+        io.write_all(&req).await?;
+        io.close().await
     }
 
     fn write_response<T>(

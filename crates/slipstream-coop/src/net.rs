@@ -68,6 +68,9 @@ pub enum CoopRequest {
     Digest(#[serde(with = "serde_bytes")] Vec<u8>),
     /// (From a cache manager.) Make a replica of this GUID here, from its providers (§4.4).
     Replicate(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// Send the version of this GUID that had arrived at its gateway by this time (Unix
+    /// milliseconds), current or past, if you hold it (time travel, §8).
+    FetchAt(#[serde(with = "serde_bytes")] Vec<u8>, u64),
 }
 
 /// The answer.
@@ -312,6 +315,7 @@ enum Command {
     Fetch {
         peer: PeerId,
         guid: Guid,
+        at_ms: Option<u64>,
         done: oneshot::Sender<Result<CoopResponse, String>>,
     },
     Subscribe(String),
@@ -405,8 +409,41 @@ impl Client {
 
     /// Asks `peer` for `guid` and verifies what comes back against the trusted providers.
     pub async fn fetch(&self, peer: PeerId, guid: Guid) -> Result<SignedObject, FetchError> {
+        self.fetch_version(peer, guid, None).await
+    }
+
+    /// Asks `peer` for the version of `guid` that had arrived at its gateway by `at_ms` (Unix
+    /// milliseconds), verified; a later version than asked for is refused.
+    pub async fn fetch_at(
+        &self,
+        peer: PeerId,
+        guid: Guid,
+        at_ms: u64,
+    ) -> Result<SignedObject, FetchError> {
+        let object = self.fetch_version(peer, guid, Some(at_ms)).await?;
+        if object.object.received_at_ms > at_ms {
+            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            return Err(FetchError::Refused(format!(
+                "version {} is later than asked for",
+                object.object.version
+            )));
+        }
+        Ok(object)
+    }
+
+    async fn fetch_version(
+        &self,
+        peer: PeerId,
+        guid: Guid,
+        at_ms: Option<u64>,
+    ) -> Result<SignedObject, FetchError> {
         let answer = self
-            .ask(|done| Command::Fetch { peer, guid, done })
+            .ask(|done| Command::Fetch {
+                peer,
+                guid,
+                at_ms,
+                done,
+            })
             .await
             .unwrap_or_else(|| Err(GONE.to_owned()))
             .map_err(FetchError::Network)?;
@@ -714,12 +751,21 @@ impl EventLoop {
                     },
                 );
             }
-            Command::Fetch { peer, guid, done } => {
+            Command::Fetch {
+                peer,
+                guid,
+                at_ms,
+                done,
+            } => {
+                let request = match at_ms {
+                    None => CoopRequest::Fetch(guid.0.to_vec()),
+                    Some(ms) => CoopRequest::FetchAt(guid.0.to_vec(), ms),
+                };
                 let id = self
                     .swarm
                     .behaviour_mut()
                     .fetch
-                    .send_request(&peer, CoopRequest::Fetch(guid.0.to_vec()));
+                    .send_request(&peer, request);
                 self.fetches.insert(id, done);
             }
             Command::Subscribe(topic) => {
@@ -945,6 +991,22 @@ impl EventLoop {
                     CoopResponse::Refused(e.to_string())
                 }
                 Ok(guid) => match self.store.get(&guid) {
+                    Some(object) => {
+                        self.stats.served.fetch_add(1, Ordering::Relaxed);
+                        CoopResponse::Object(object.encode())
+                    }
+                    None => {
+                        self.stats.missed.fetch_add(1, Ordering::Relaxed);
+                        CoopResponse::Miss
+                    }
+                },
+            },
+            CoopRequest::FetchAt(guid, at_ms) => match Guid::from_slice(&guid) {
+                Err(e) => {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    CoopResponse::Refused(e.to_string())
+                }
+                Ok(guid) => match self.store.at(&guid, at_ms) {
                     Some(object) => {
                         self.stats.served.fetch_add(1, Ordering::Relaxed);
                         CoopResponse::Object(object.encode())

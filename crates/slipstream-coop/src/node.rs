@@ -53,6 +53,11 @@ pub struct Lookups {
     pub stale: AtomicU64,
     /// Not looked up (not a GET, credentials, no-store, not an http URL).
     pub bypass: AtomicU64,
+    /// `Accept-Datetime` requests answered with a past or current version (a memento).
+    pub memento: AtomicU64,
+    /// `Accept-Datetime` requests for a time before every version found: answered as any
+    /// other request, with no `Memento-Datetime`.
+    pub no_memento: AtomicU64,
     /// Miss and slow-hit hints a cache manager took.
     pub hints_sent: AtomicU64,
     /// Hints that found no manager, or that it refused.
@@ -69,6 +74,8 @@ impl Lookups {
             "miss": g(&self.miss),
             "stale": g(&self.stale),
             "bypass": g(&self.bypass),
+            "memento": g(&self.memento),
+            "no_memento": g(&self.no_memento),
             "hints_sent": g(&self.hints_sent),
             "hints_failed": g(&self.hints_failed),
         })
@@ -118,6 +125,7 @@ impl CoopNode {
                     "guid": g.to_hex(),
                     "url": o.object.url,
                     "version": o.object.version,
+                    "versions_held": store.versions(&g).len(),
                     "bytes": o.object.size(),
                 })
             })
@@ -151,6 +159,7 @@ impl CoopNode {
                 "capacity_bytes": s.capacity_bytes,
                 "restored": s.restored,
                 "evicted": s.evicted,
+                "past_versions": s.past_versions,
             },
             "objects": objects,
             "lookups": self.lookups.json(),
@@ -317,6 +326,30 @@ pub async fn start(settings: Settings) -> Result<Arc<CoopNode>, StartError> {
     }))
 }
 
+/// The request field that asks for a past version (RFC 7089 §2.1.1).
+pub const ACCEPT_DATETIME: &str = "accept-datetime";
+
+/// The instant `Accept-Datetime` asks for, in Unix milliseconds: `Ok(None)` without the field,
+/// `Err` when it is not one HTTP-date.
+pub fn accept_datetime(req: &request::Parts) -> Result<Option<u64>, String> {
+    let mut values = req.headers.get_all(ACCEPT_DATETIME).iter();
+    let Some(v) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err("Accept-Datetime appears more than once".into());
+    }
+    let text = v
+        .to_str()
+        .map_err(|_| "Accept-Datetime is not text".to_owned())?;
+    let t = httpdate::parse_http_date(text).map_err(|_| {
+        format!(
+            "Accept-Datetime `{text}` is not an HTTP-date (RFC 7089 §2.1.1), e.g. `Thu, 31 May 2007 20:35:00 GMT`"
+        )
+    })?;
+    Ok(Some(rules::unix_ms(t)))
+}
+
 /// What the browser proxy made of one request (kept in the request's context).
 #[derive(Debug, Clone, Copy)]
 struct Outcome(&'static str);
@@ -343,10 +376,45 @@ impl BrowserProxy {
         }
         Some(res)
     }
+
+    /// A past version as a memento (RFC 7089 §2.1): its stored response, whatever its
+    /// freshness now, with the time it was captured and a link to the original resource.
+    fn memento(found: &roles::Found, url: &str) -> Response<Body> {
+        let object = &found.object.object;
+        let head = rules::head_of(object);
+        let mut res = Response::new(Body::full(object.body.clone()));
+        *res.status_mut() = head.status;
+        *res.headers_mut() = head.headers;
+        let captured =
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(object.received_at_ms);
+        let h = res.headers_mut();
+        if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(captured)) {
+            h.insert(HeaderName::from_static("memento-datetime"), v);
+        }
+        if let Ok(v) = HeaderValue::from_str(&format!("<{url}>; rel=\"original\"")) {
+            h.append(http::header::LINK, v);
+        }
+        h.append(
+            http::header::VARY,
+            HeaderValue::from_static("accept-datetime"),
+        );
+        res
+    }
 }
 
 #[async_trait]
 impl Phase for BrowserProxy {
+    async fn request_filter(
+        &self,
+        _ctx: &mut Ctx,
+        req: &mut request::Parts,
+    ) -> Option<Response<Body>> {
+        match accept_datetime(req) {
+            Ok(_) => None,
+            Err(why) => Some(text(StatusCode::BAD_REQUEST, &why)),
+        }
+    }
+
     async fn upstream_fetch(&self, ctx: &mut Ctx, req: &request::Parts) -> Option<Response<Body>> {
         let node = &self.0;
         if rules::precheck(req).is_err() {
@@ -355,6 +423,18 @@ impl Phase for BrowserProxy {
         }
         let url = req.uri.to_string();
         let providers = [node.settings.provider.clone()];
+        if let Ok(Some(at_ms)) = accept_datetime(req) {
+            let budget = node.settings.lookup_budget;
+            if let Some(found) =
+                roles::lookup_at(&node.client, &providers, &url, at_ms, budget).await
+            {
+                node.lookups.memento.fetch_add(1, Ordering::Relaxed);
+                ctx.extensions.insert(Outcome("memento"));
+                return Some(Self::memento(&found, &url));
+            }
+            // Nothing that old: the resource as it is (no Memento-Datetime says so).
+            node.lookups.no_memento.fetch_add(1, Ordering::Relaxed);
+        }
         let found =
             roles::lookup(&node.client, &providers, &url, node.settings.lookup_budget).await;
         let Some(found) = found else {
@@ -388,6 +468,7 @@ impl Phase for BrowserProxy {
         };
         let member = match what {
             "miss" | "stale" => format!("slipstream-coop; fwd={what}"),
+            "memento" => "slipstream-coop; hit; detail=memento".to_owned(),
             via => format!("slipstream-coop; hit; detail={via}"),
         };
         // RFC 9211: members run from the origin's side to the client's. The cooperative cache

@@ -132,6 +132,42 @@ pub async fn lookup(
     None
 }
 
+/// Time travel (§8): the version of `url` that had arrived at its gateway by `at_ms` (Unix
+/// milliseconds), from this node's store or the nearest provider that keeps it, verified.
+/// `None`: no node found keeps a version that old.
+pub async fn lookup_at(
+    client: &Client,
+    providers: &[PublicKey],
+    url: &str,
+    at_ms: u64,
+    budget: Duration,
+) -> Option<Found> {
+    for provider in providers {
+        let guid = Guid::new(provider, url);
+        if let Some(object) = client.store().at(&guid, at_ms) {
+            return Some(Found {
+                from: None,
+                via: Via::Store,
+                object,
+            });
+        }
+        let holders = client.find_providers(guid, 8, budget).await;
+        for peer in nearest_first(client, holders).await {
+            match client.fetch_at(peer, guid, at_ms).await {
+                Ok(object) => {
+                    return Some(Found {
+                        from: Some(peer),
+                        via: Via::Dht,
+                        object: Arc::new(object),
+                    })
+                }
+                Err(e) => tracing::debug!(%peer, error = %e, "no such version there; the next"),
+            }
+        }
+    }
+    None
+}
+
 /// Sends a miss hint for `url` to a cache manager of `provider` found within `budget`; the
 /// manager's peer id and the replica's GUID, or why not.
 pub async fn hint_miss(

@@ -6,8 +6,14 @@
 //! to disk before the cache admits it, and what the cache evicts is deleted from disk. At
 //! start-up every stored object is read back, decoded and re-admitted; one that does not
 //! decode, or no longer fits, is deleted and counted, and nothing else is lost.
+//!
+//! Past versions (time travel, the paper's future work, §8): when a newer version replaces an
+//! object, the one it replaces is kept, up to [`KEEP_VERSIONS`] per object, in memory and in a
+//! second table. They go with the object when it is evicted or removed. They are not counted
+//! against the capacity, which bounds the current versions; at most `KEEP_VERSIONS` times as
+//! much is held in all.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,6 +24,17 @@ use slipstream_cache::{Access, Cache, Config, Policy};
 use crate::object::{Guid, SignedObject};
 
 const OBJECTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("objects");
+/// Past versions, keyed by GUID ‖ version (big-endian).
+const VERSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("versions");
+
+/// Past versions kept per object at most.
+pub const KEEP_VERSIONS: usize = 8;
+
+fn version_key(guid: &Guid, version: u64) -> Vec<u8> {
+    let mut k = guid.0.to_vec();
+    k.extend_from_slice(&version.to_be_bytes());
+    k
+}
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +75,8 @@ pub struct StoreStats {
     pub dropped_at_start: u64,
     /// Objects evicted since start-up.
     pub evicted: u64,
+    /// Past versions held.
+    pub past_versions: usize,
 }
 
 /// A node's objects. Cheap to share (`Arc`); every method takes `&self`.
@@ -78,7 +97,22 @@ struct Inner {
     cache: Cache<Guid, Arc<SignedObject>>,
     /// The GUIDs the cache holds (it has no iterator).
     held: HashSet<Guid>,
+    /// Past versions of held objects, oldest first.
+    past: HashMap<Guid, VecDeque<Arc<SignedObject>>>,
     stats: StoreStats,
+}
+
+impl Inner {
+    /// Forgets the past versions of `guids`; the keys to delete from disk.
+    fn forget(&mut self, guids: &[Guid]) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        for g in guids {
+            if let Some(old) = self.past.remove(g) {
+                keys.extend(old.iter().map(|o| version_key(g, o.object.version)));
+            }
+        }
+        keys
+    }
 }
 
 impl Store {
@@ -97,6 +131,7 @@ impl Store {
         let mut inner = Inner {
             cache: Cache::new(config),
             held: HashSet::new(),
+            past: HashMap::new(),
             stats: StoreStats {
                 capacity_bytes,
                 ..StoreStats::default()
@@ -119,6 +154,7 @@ impl Store {
         {
             let w = db.begin_write().map_err(|e| err(e.into()))?;
             w.open_table(OBJECTS).map_err(|e| err(e.into()))?;
+            w.open_table(VERSIONS).map_err(|e| err(e.into()))?;
             w.commit().map_err(|e| err(e.into()))?;
         }
         {
@@ -156,11 +192,51 @@ impl Store {
             }
         }
         inner.stats.dropped_at_start = doomed.len() as u64;
-        if !doomed.is_empty() {
+        // Past versions of the objects held come back; any other entry is deleted (its object
+        // is gone, or it does not decode, or it is newer than the current version).
+        let mut doomed_versions: Vec<Vec<u8>> = Vec::new();
+        {
+            let r = db.begin_read().map_err(|e| err(e.into()))?;
+            let t = r.open_table(VERSIONS).map_err(|e| err(e.into()))?;
+            for item in t.iter().map_err(|e| err(e.into()))? {
+                let (k, v) = item.map_err(|e| err(e.into()))?;
+                let key = k.value().to_vec();
+                let keep = SignedObject::decode(v.value()).ok().filter(|o| {
+                    let guid = o.guid();
+                    key == version_key(&guid, o.object.version)
+                        && inner.held.contains(&guid)
+                        && inner
+                            .cache
+                            .peek(&guid)
+                            .is_some_and(|cur| cur.object.version > o.object.version)
+                });
+                match keep {
+                    // Keys iterate in version order: each list is oldest first.
+                    Some(o) => inner
+                        .past
+                        .entry(o.guid())
+                        .or_default()
+                        .push_back(Arc::new(o)),
+                    None => doomed_versions.push(key),
+                }
+            }
+        }
+        for (guid, list) in &mut inner.past {
+            while list.len() > KEEP_VERSIONS {
+                if let Some(o) = list.pop_front() {
+                    doomed_versions.push(version_key(guid, o.object.version));
+                }
+            }
+        }
+        if !doomed.is_empty() || !doomed_versions.is_empty() {
             let w = db.begin_write().map_err(|e| err(e.into()))?;
             {
                 let mut t = w.open_table(OBJECTS).map_err(|e| err(e.into()))?;
                 for k in &doomed {
+                    t.remove(k.as_slice()).map_err(|e| err(e.into()))?;
+                }
+                let mut t = w.open_table(VERSIONS).map_err(|e| err(e.into()))?;
+                for k in &doomed_versions {
                     t.remove(k.as_slice()).map_err(|e| err(e.into()))?;
                 }
             }
@@ -197,9 +273,9 @@ impl Store {
         let guid = object.guid();
         let size = object.object.size();
         let mut inner = self.inner.lock();
-        if inner
-            .cache
-            .peek(&guid)
+        let previous = inner.cache.peek(&guid).cloned();
+        if previous
+            .as_ref()
             .is_some_and(|held| held.object.version >= object.object.version)
         {
             return Ok(Put::NotNewer);
@@ -208,10 +284,28 @@ impl Store {
             inner.cache.record_refusal(size);
             return Ok(Put::Refused);
         }
+        // The version replaced becomes a past one; the oldest past ones beyond the bound go.
+        let mut trimmed = Vec::new();
+        if let Some(prev) = &previous {
+            let list = inner.past.entry(guid).or_default();
+            list.push_back(prev.clone());
+            while list.len() > KEEP_VERSIONS {
+                if let Some(o) = list.pop_front() {
+                    trimmed.push(version_key(&guid, o.object.version));
+                }
+            }
+        }
         if let Some(db) = &self.db {
-            db.write(|t| {
-                t.insert(guid.0.as_slice(), object.encode().as_slice())
-                    .map(|_| ())
+            db.write(|objects, versions| {
+                objects.insert(guid.0.as_slice(), object.encode().as_slice())?;
+                if let Some(prev) = &previous {
+                    let key = version_key(&guid, prev.object.version);
+                    versions.insert(key.as_slice(), prev.encode().as_slice())?;
+                }
+                for k in &trimmed {
+                    versions.remove(k.as_slice())?;
+                }
+                Ok(())
             })?;
         }
         let mut evicted = Vec::new();
@@ -229,11 +323,15 @@ impl Store {
             inner.held.remove(&guid);
             evicted.push(guid);
         }
+        let gone_versions = inner.forget(&evicted);
         if let Some(db) = &self.db {
             if !evicted.is_empty() {
-                db.write(|t| {
+                db.write(|objects, versions| {
                     for g in &evicted {
-                        t.remove(g.0.as_slice())?;
+                        objects.remove(g.0.as_slice())?;
+                    }
+                    for k in &gone_versions {
+                        versions.remove(k.as_slice())?;
                     }
                     Ok(())
                 })?;
@@ -242,15 +340,59 @@ impl Store {
         Ok(if stored { Put::Stored } else { Put::Refused })
     }
 
+    /// The newest version of `guid` that had arrived at its gateway by `at_ms` (Unix
+    /// milliseconds): the current one or a past one (time travel). A request: it counts for
+    /// the replacement policy.
+    pub fn at(&self, guid: &Guid, at_ms: u64) -> Option<Arc<SignedObject>> {
+        let mut inner = self.inner.lock();
+        let current = match inner.cache.access(guid) {
+            Access::Hit { value, .. } => value,
+            Access::Miss => return None,
+        };
+        if current.object.received_at_ms <= at_ms {
+            return Some(current);
+        }
+        inner
+            .past
+            .get(guid)?
+            .iter()
+            .rev()
+            .find(|o| o.object.received_at_ms <= at_ms)
+            .cloned()
+    }
+
+    /// The versions held of `guid`, oldest first: (version, when it arrived at the gateway).
+    pub fn versions(&self, guid: &Guid) -> Vec<(u64, u64)> {
+        let inner = self.inner.lock();
+        let Some(current) = inner.cache.peek(guid) else {
+            return Vec::new();
+        };
+        inner
+            .past
+            .get(guid)
+            .into_iter()
+            .flatten()
+            .chain(std::iter::once(current))
+            .map(|o| (o.object.version, o.object.received_at_ms))
+            .collect()
+    }
+
     /// Drops `guid`; returns whether it was held.
     pub fn remove(&self, guid: &Guid) -> Result<bool, StoreError> {
-        let held = {
+        let (held, gone_versions) = {
             let mut inner = self.inner.lock();
             inner.held.remove(guid);
-            inner.cache.invalidate(guid)
+            let gone = inner.forget(std::slice::from_ref(guid));
+            (inner.cache.invalidate(guid), gone)
         };
         if let Some(db) = &self.db {
-            db.write(|t| t.remove(guid.0.as_slice()).map(|_| ()))?;
+            db.write(|objects, versions| {
+                objects.remove(guid.0.as_slice())?;
+                for k in &gone_versions {
+                    versions.remove(k.as_slice())?;
+                }
+                Ok(())
+            })?;
         }
         Ok(held)
     }
@@ -266,17 +408,19 @@ impl Store {
         StoreStats {
             objects: inner.cache.len(),
             bytes: inner.cache.used_bytes(),
+            past_versions: inner.past.values().map(VecDeque::len).sum(),
             ..inner.stats
         }
     }
 }
 
+type Table<'t> = redb::Table<'t, &'static [u8], &'static [u8]>;
+
 impl Db {
+    /// One durable transaction over the current objects and the past versions.
     fn write(
         &self,
-        f: impl FnOnce(
-            &mut redb::Table<'_, &'static [u8], &'static [u8]>,
-        ) -> Result<(), redb::StorageError>,
+        f: impl FnOnce(&mut Table<'_>, &mut Table<'_>) -> Result<(), redb::StorageError>,
     ) -> Result<(), StoreError> {
         let err = |e: redb::Error| StoreError::Db {
             path: self.path.clone(),
@@ -284,8 +428,9 @@ impl Db {
         };
         let w = self.db.begin_write().map_err(|e| err(e.into()))?;
         {
-            let mut t = w.open_table(OBJECTS).map_err(|e| err(e.into()))?;
-            f(&mut t).map_err(|e| err(e.into()))?;
+            let mut objects = w.open_table(OBJECTS).map_err(|e| err(e.into()))?;
+            let mut versions = w.open_table(VERSIONS).map_err(|e| err(e.into()))?;
+            f(&mut objects, &mut versions).map_err(|e| err(e.into()))?;
         }
         w.commit().map_err(|e| err(e.into()))
     }
@@ -377,7 +522,7 @@ mod tests {
             let s = Store::open(Some(&path), 10_000, lru()).unwrap();
             s.put(good.clone()).unwrap();
             let db = s.db.as_ref().unwrap();
-            db.write(|t| {
+            db.write(|t, _| {
                 t.insert([7u8; 32].as_slice(), b"garbage".as_slice())
                     .map(|_| ())
             })
@@ -391,6 +536,72 @@ mod tests {
         drop(s);
         let s = Store::open(Some(&path), 10_000, lru()).unwrap();
         assert_eq!(s.stats().dropped_at_start, 0);
+    }
+
+    fn at(key: &Keypair, url: &str, version: u64, received_at_ms: u64) -> SignedObject {
+        Object {
+            url: url.to_owned(),
+            status: 200,
+            headers: Vec::new(),
+            body: Bytes::from(format!("v{version}")),
+            requested_at_ms: received_at_ms - 1,
+            received_at_ms,
+            version,
+        }
+        .sign(key)
+        .unwrap()
+    }
+
+    #[test]
+    fn past_versions_answer_for_their_time_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("objects.redb");
+        let key = Keypair::generate_ed25519();
+        let g = at(&key, "http://o/a", 1, 1_000).guid();
+        {
+            let s = Store::open(Some(&path), 100_000, lru()).unwrap();
+            for v in 1..=3 {
+                s.put(at(&key, "http://o/a", v, v * 1_000)).unwrap();
+            }
+            assert_eq!(s.stats().past_versions, 2);
+        }
+        let s = Store::open(Some(&path), 100_000, lru()).unwrap();
+        assert_eq!(s.versions(&g), [(1, 1_000), (2, 2_000), (3, 3_000)]);
+        let body = |ms| s.at(&g, ms).map(|o| o.object.body.clone());
+        assert_eq!(body(999), None, "nothing that old");
+        assert_eq!(body(1_000), Some(Bytes::from("v1")));
+        assert_eq!(body(2_500), Some(Bytes::from("v2")));
+        assert_eq!(body(u64::MAX), Some(Bytes::from("v3")));
+        // Bounded: the oldest past versions go.
+        for v in 4..=(KEEP_VERSIONS as u64 + 5) {
+            s.put(at(&key, "http://o/a", v, v * 1_000)).unwrap();
+        }
+        assert_eq!(s.stats().past_versions, KEEP_VERSIONS);
+        assert_eq!(body(1_500), None);
+        // Removing the object removes its past, on disk too.
+        assert!(s.remove(&g).unwrap());
+        assert_eq!(s.stats().past_versions, 0);
+        drop(s);
+        let s = Store::open(Some(&path), 100_000, lru()).unwrap();
+        assert!(s.versions(&g).is_empty());
+        assert_eq!(s.stats().past_versions, 0);
+    }
+
+    #[test]
+    fn an_evicted_object_takes_its_past_with_it() {
+        let key = Keypair::generate_ed25519();
+        let s = Store::open(None, 600, lru()).unwrap();
+        let a = at(&key, "http://o/a", 1, 1_000).guid();
+        s.put(at(&key, "http://o/a", 1, 1_000)).unwrap();
+        s.put(at(&key, "http://o/a", 2, 2_000)).unwrap();
+        assert_eq!(s.stats().past_versions, 1);
+        for i in 0..20 {
+            s.put(signed(&key, &format!("http://o/filler{i}"), 100, 1))
+                .unwrap();
+        }
+        assert!(!s.contains(&a));
+        assert_eq!(s.stats().past_versions, 0);
+        assert!(s.at(&a, u64::MAX).is_none());
     }
 
     #[test]

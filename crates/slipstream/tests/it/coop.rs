@@ -406,3 +406,99 @@ fn a_coop_nodes_status_page_shows_its_peers_objects_and_lookups() {
     );
     assert!(dom.contains("gateway, manager"), "{dom}");
 }
+
+fn http_date(t: std::time::SystemTime) -> String {
+    httpdate::fmt_http_date(t)
+}
+
+#[test]
+fn accept_datetime_travels_to_a_past_version() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("news.html"), "monday\n").unwrap();
+    let origin = serve(
+        site.path(),
+        &[
+            "--cache-control",
+            "max-age=300",
+            "--set",
+            "serve.revalidate_ms=0",
+        ],
+    );
+    let keys = tempfile::tempdir().unwrap();
+    let (key, provider) = keygen(keys.path());
+    let url = format!("http://{}/news.html", origin.addr);
+    let gateway = node(&[
+        "--provider-key",
+        &key,
+        "--role",
+        "gateway",
+        "--role",
+        "manager",
+        "--monitor",
+        &url,
+        "--set",
+        "coop.monitor_period_ms=500ms",
+    ]);
+    let cache = node(&["--provider", &provider, "--bootstrap", &gateway.p2p]);
+    let g = gateway.node.addr;
+    assert_eq!(fetch(cache.node.addr, &url).0, 200);
+    wait_until(g, "version 1", |s| holds(s, &url));
+    // HTTP-dates count whole seconds: version 2 comes more than a second after version 1.
+    let t1 = std::time::SystemTime::now();
+    while t1.elapsed().unwrap() < Duration::from_millis(1_100) {
+        std::thread::yield_now();
+    }
+    std::fs::write(site.path().join("news.html"), "tuesday\n").unwrap();
+    let s = wait_until(g, "version 2", |s| {
+        s["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["url"] == url.as_str() && o["version"] == 2)
+    });
+    assert_eq!(s["store"]["past_versions"], 1, "{s}");
+
+    let ask =
+        |proxy: SocketAddr, when: &str| request(proxy, "GET", &url, &[("Accept-Datetime", when)]);
+    // Version 1 was captured by t1, version 2 more than a second later: the whole second after
+    // t1 (an HTTP-date drops the fraction) names version 1, from the gateway's own past and
+    // through another node (which asks the DHT).
+    let when = http_date(t1 + Duration::from_secs(1));
+    for proxy in [g, cache.node.addr] {
+        let r = ask(proxy, &when);
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"monday\n"[..]),
+            "via {proxy}"
+        );
+        let captured = r.header("memento-datetime").expect("Memento-Datetime");
+        let parse = |d: &str| httpdate::parse_http_date(d).unwrap();
+        assert!(parse(captured) <= parse(&when), "{captured} after {when}");
+        assert_eq!(
+            r.header("link"),
+            Some(format!("<{url}>; rel=\"original\"").as_str())
+        );
+        assert!(r
+            .header("vary")
+            .unwrap_or_default()
+            .contains("accept-datetime"));
+        assert!(r
+            .header("cache-status")
+            .unwrap_or_default()
+            .contains("detail=memento"));
+    }
+    // Now: version 2. Before every version: the resource as it is, and no Memento-Datetime.
+    let r = ask(
+        g,
+        &http_date(std::time::SystemTime::now() + Duration::from_secs(5)),
+    );
+    assert_eq!(r.body, b"tuesday\n");
+    let r = ask(cache.node.addr, "Sun, 06 Nov 1994 08:49:37 GMT");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"tuesday\n"[..]));
+    assert_eq!(r.header("memento-datetime"), None);
+    assert_eq!(status(cache.node.addr)["lookups"]["no_memento"], 1);
+    // A malformed Accept-Datetime is refused with the reason.
+    let r = ask(cache.node.addr, "last tuesday");
+    assert_eq!(r.status, 400);
+    assert!(String::from_utf8_lossy(&r.body).contains("not an HTTP-date"));
+}

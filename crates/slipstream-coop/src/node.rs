@@ -62,7 +62,13 @@ pub struct Lookups {
     pub hints_sent: AtomicU64,
     /// Hints that found no manager, or that it refused.
     pub hints_failed: AtomicU64,
+    /// Hints not sent because [`MAX_HINTS_IN_FLIGHT`] were already out.
+    pub hints_dropped: AtomicU64,
 }
+
+/// Hints a node has out at once at most; beyond, a hint is dropped (a hint is advice: a flood
+/// of misses must not become a flood of tasks and DHT walks).
+pub const MAX_HINTS_IN_FLIGHT: usize = 64;
 
 impl Lookups {
     fn json(&self) -> serde_json::Value {
@@ -78,6 +84,7 @@ impl Lookups {
             "no_memento": g(&self.no_memento),
             "hints_sent": g(&self.hints_sent),
             "hints_failed": g(&self.hints_failed),
+            "hints_dropped": g(&self.hints_dropped),
         })
     }
 }
@@ -91,6 +98,8 @@ pub struct CoopNode {
     started: Instant,
     /// This node's own cache manager, which takes its proxy's hints directly.
     manager: Option<Manager>,
+    /// Permits for hints in flight.
+    hints: Arc<tokio::sync::Semaphore>,
 }
 
 impl CoopNode {
@@ -118,7 +127,7 @@ impl CoopNode {
         let mut objects: Vec<serde_json::Value> = store
             .guids()
             .into_iter()
-            .filter_map(|g| store.get(&g).map(|o| (g, o)))
+            .filter_map(|g| store.peek(&g).map(|o| (g, o)))
             .take(200)
             .map(|(g, o)| {
                 serde_json::json!({
@@ -177,8 +186,13 @@ impl CoopNode {
 
     /// Sends a hint about `url` to a cache manager, off the request path.
     fn hint(self: &Arc<Self>, url: String) {
+        let Ok(permit) = self.hints.clone().try_acquire_owned() else {
+            self.lookups.hints_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
         let node = self.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let provider = node.settings.provider.clone();
             let taken = match &node.manager {
                 Some(m) => m.on_miss(&url).await.map(|_| ()),
@@ -323,6 +337,7 @@ pub async fn start(settings: Settings) -> Result<Arc<CoopNode>, StartError> {
         lookups: Lookups::default(),
         started: Instant::now(),
         manager: own_manager,
+        hints: Arc::new(tokio::sync::Semaphore::new(MAX_HINTS_IN_FLIGHT)),
     }))
 }
 

@@ -202,6 +202,8 @@ pub struct Manager {
     /// The gateway on the manager's own node, if it has one (the DHT never names a node to
     /// itself).
     gateway: Option<Gateway>,
+    /// Objects whose replica is being made: further hints for them are absorbed.
+    making: Arc<parking_lot::Mutex<std::collections::HashSet<Guid>>>,
 }
 
 impl Manager {
@@ -215,6 +217,7 @@ impl Manager {
             spread: None,
             hints: Arc::default(),
             gateway: None,
+            making: Arc::default(),
         }
     }
 
@@ -294,6 +297,17 @@ impl Manager {
         if self.client.store().contains(&guid) {
             return Ok(guid);
         }
+        // A flood of misses for one object makes one replica, not one per hint.
+        if !self.making.lock().insert(guid) {
+            return Ok(guid);
+        }
+        let _making = Making(&self.making, guid);
+        self.make(guid, url).await
+    }
+
+    /// A replica of `guid` (for `url`) here: inserted by this node's gateway, copied from a
+    /// holder, or inserted by a gateway the DHT names.
+    async fn make(&self, guid: Guid, url: &str) -> Result<Guid, String> {
         if let Some(gateway) = &self.gateway {
             return gateway.insert(url).await;
         }
@@ -314,6 +328,19 @@ impl Manager {
             holders = vec![gateway];
         }
         copy_from(&self.client, holders, guid).await
+    }
+}
+
+/// Takes an object out of a manager's in-flight set when its replica is made, failed, or the
+/// task making it was dropped.
+struct Making<'a>(
+    &'a parking_lot::Mutex<std::collections::HashSet<Guid>>,
+    Guid,
+);
+
+impl Drop for Making<'_> {
+    fn drop(&mut self) {
+        self.0.lock().remove(&self.1);
     }
 }
 

@@ -256,6 +256,12 @@ impl Store {
         }
     }
 
+    /// The object `guid`, if held, without counting a request (for status pages: looking must
+    /// not change what the policy keeps).
+    pub fn peek(&self, guid: &Guid) -> Option<Arc<SignedObject>> {
+        self.inner.lock().cache.peek(guid).cloned()
+    }
+
     /// Whether `guid` is held, without counting a request.
     pub fn contains(&self, guid: &Guid) -> bool {
         self.inner.lock().cache.peek(guid).is_some()

@@ -63,6 +63,10 @@ pub struct Config {
     pub restart_after: u32,
     /// The budget never grows above this many files per second.
     pub max_budget_per_s: f64,
+    /// The budget grows only while under this many times the files clients were granted per
+    /// second lately (at least one list an epoch), and decays toward that above it (RFC 7661's
+    /// validation; 0: off, the paper's rule).
+    pub validate_usage: f64,
     /// PPM order n (000 §6.3: 2).
     pub order: usize,
     /// PPM window w, in pages (000 §6.3: 10).
@@ -122,6 +126,7 @@ impl Default for Config {
             slow_start: true,
             restart_after: 10,
             max_budget_per_s: 100_000.0,
+            validate_usage: 2.0,
             order: h.order,
             window: h.window,
             max_urls: h.max_urls,
@@ -249,6 +254,9 @@ impl Config {
         if self.probe_timeout_ms == 0 {
             return Err(refuse("probe_timeout_ms", "must be positive"));
         }
+        if !(self.validate_usage == 0.0 || self.validate_usage >= 1.0) {
+            return Err(refuse("validate_usage", "must be 0 (off) or at least 1"));
+        }
         if !(1..=100).contains(&self.probes_per_epoch) {
             return Err(refuse("probes_per_epoch", "must be between 1 and 100"));
         }
@@ -308,6 +316,9 @@ impl Config {
                 max_per_s: self.max_budget_per_s,
                 slow_start: self.slow_start,
                 restart_after: self.restart_after,
+                validate: self.validate_usage,
+                validate_floor_per_s: self.doc_files.max(1) as f64
+                    / (self.epoch_ms.max(1) as f64 / 1000.0),
             },
             model: HintsConfig {
                 order: self.order,

@@ -110,6 +110,10 @@ struct Control {
     /// Where it came from: `configured`, `pending` (start-up curve not measured yet), or a
     /// `ThresholdSource` name.
     threshold_source: &'static str,
+    /// Files granted per second lately (an EWMA over about a second), for the monitor's
+    /// validation, and the count and time it was last updated from.
+    used_per_s: f64,
+    used_from: (Duration, u64),
 }
 
 /// The answer to a hint request.
@@ -142,6 +146,8 @@ impl Nps {
                 } else {
                     "pending"
                 },
+                used_per_s: 0.0,
+                used_from: (Duration::ZERO, 0),
             }),
             settings,
             started: Instant::now(),
@@ -246,13 +252,27 @@ impl Nps {
 
     /// Takes a probe's response time (`None`: failed) and says whether to probe again at once.
     pub fn sample(&self, rt: Option<Duration>) -> Next {
+        let now = self.started.elapsed();
         let mut c = self.control.lock();
+        // The files granted since the last sample, per second, averaged over about a second.
+        let files = c.distributor.totals().files;
+        let (then, before) = c.used_from;
+        let dt = now.saturating_sub(then).as_secs_f64();
+        if dt > 0.0 {
+            let rate = files.saturating_sub(before) as f64 / dt;
+            let alpha = dt.min(1.0);
+            c.used_per_s += alpha * (rate - c.used_per_s);
+            c.used_from = (now, files);
+            let used = c.used_per_s;
+            c.monitor.set_usage(used);
+        }
         let (next, change) = c.monitor.sample(rt);
         let change = match (next, change) {
             (Next::ProbeNow, _) => "reprobe",
             (_, Change::Increased) => "increased",
             (_, Change::Halved) => "halved",
             (_, Change::Outlier) => "outlier",
+            (_, Change::Decayed) => "decayed",
             (_, Change::None) => "none",
         };
         let sample = Sample {

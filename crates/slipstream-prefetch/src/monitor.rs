@@ -26,6 +26,13 @@
 //!   Ha and Rhee 2011: the delay has started to rise, so the budget is near the spare capacity
 //!   and should grow additively from there rather than overshoot it by up to twice). `slow_start = false`
 //!   is the paper's rule exactly.
+//! - **Budget validation** (RFC 7661's rule for TCP's window, applied to the budget): the
+//!   budget grows only while it is less than `validate` times the files clients were actually
+//!   granted per second (or one list an epoch, whichever is more), and decays toward that
+//!   bound when it is above it. Without it a budget nobody uses grows without limit while the
+//!   probes see an idle server (seen: 40,000 files/s on a server that answers 30,000 in all),
+//!   and the next burst of hint requests is granted all of it at once. The caller reports the
+//!   use with [`Monitor::set_usage`]; `validate = 0` turns the rule off.
 //! - **The threshold from the knee** ([`knee`]): the paper supplies thresholds by hand and names
 //!   picking them automatically as future work, noting that response time is "nearly constant
 //!   ... for low load followed by a sharp rise beyond the knee". [`knee`] finds that point on a
@@ -54,6 +61,11 @@ pub struct MonitorConfig {
     /// With `slow_start`, go back to doubling after this many additive increases in a row
     /// (0: never).
     pub restart_after: u32,
+    /// Grow only while the budget is under this many times the files granted per second (or
+    /// `validate_floor_per_s`); decay toward that bound above it. 0: no validation.
+    pub validate: f64,
+    /// The bound's floor, in files per second (one list an epoch: D/τ).
+    pub validate_floor_per_s: f64,
 }
 
 impl Default for MonitorConfig {
@@ -66,6 +78,8 @@ impl Default for MonitorConfig {
             max_per_s: 100_000.0,
             slow_start: true,
             restart_after: 10,
+            validate: 2.0,
+            validate_floor_per_s: 100.0,
         }
     }
 }
@@ -90,6 +104,8 @@ pub enum Change {
     Halved,
     /// An over-threshold sample was followed by one under it: an outlier, ignored.
     Outlier,
+    /// The budget was far above what clients used: decayed toward it (validation).
+    Decayed,
 }
 
 /// The AIMD budget estimator. The budget is in prefetched files per second.
@@ -108,6 +124,8 @@ pub struct Monitor {
     /// The first slow start has ended (an overload, or a probe over half the threshold):
     /// slow start grows by [`PROBE_GROWTH`] from now on, not by doubling.
     restarted: bool,
+    /// Files granted per second lately, as the caller last reported.
+    used_per_s: f64,
 }
 
 impl Monitor {
@@ -122,6 +140,23 @@ impl Monitor {
             confirming: false,
             increases: 0,
             restarted: false,
+            used_per_s: 0.0,
+        }
+    }
+
+    /// Reports how many files per second clients were granted lately (for validation).
+    pub fn set_usage(&mut self, used_per_s: f64) {
+        if used_per_s.is_finite() && used_per_s >= 0.0 {
+            self.used_per_s = used_per_s;
+        }
+    }
+
+    /// The most the budget may grow to now: `validate` times the use, at least the floor.
+    fn validated_bound(&self) -> f64 {
+        if self.config.validate > 0.0 {
+            (self.used_per_s * self.config.validate).max(self.config.validate_floor_per_s)
+        } else {
+            f64::INFINITY
         }
     }
 
@@ -183,6 +218,17 @@ impl Monitor {
             return (Next::NextEpoch, change);
         }
         self.good = 0;
+        let bound = self.validated_bound();
+        if self.budget >= bound {
+            // Unused budget: not grown, and decayed toward what is used (never below the
+            // floors), so that a burst of hint requests cannot be granted all of it at once.
+            let decayed = (self.budget / 2.0).max(bound).max(self.config.min_per_s);
+            if decayed < self.budget {
+                self.budget = decayed;
+                return (Next::NextEpoch, Change::Decayed);
+            }
+            return (Next::NextEpoch, change);
+        }
         let grown = if self.starting {
             // After an overload, how far the spare capacity now reaches is unknown: probe
             // upwards by a quarter a step, not by doubling (TCP's limited slow start, RFC
@@ -200,7 +246,7 @@ impl Monitor {
             }
             self.budget + self.config.increase_per_s
         };
-        let grown = grown.min(self.config.max_per_s);
+        let grown = grown.min(self.config.max_per_s).min(bound.max(self.budget));
         if grown > self.budget {
             self.budget = grown;
             (Next::NextEpoch, Change::Increased)
@@ -439,6 +485,46 @@ mod tests {
     }
 
     #[test]
+    fn an_unused_budget_stops_growing_and_decays() {
+        let mut m = Monitor::new(MonitorConfig {
+            threshold: 10 * MS,
+            validate: 2.0,
+            validate_floor_per_s: 100.0,
+            ..MonitorConfig::default()
+        });
+        // Nobody takes lists: the budget grows to the floor (one list an epoch), no further.
+        for _ in 0..200 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 100.0);
+        // Clients take 3,000 files/s: it may grow to twice that, and no more.
+        m.set_usage(3_000.0);
+        for _ in 0..400 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 6_000.0);
+        // They stop: the budget decays back toward the floor, halving every five samples.
+        m.set_usage(0.0);
+        let (_, change) = (0..5).map(|_| m.sample(Some(MS))).last().unwrap();
+        assert_eq!(change, Change::Decayed);
+        assert_eq!(m.budget_per_s(), 3_000.0);
+        for _ in 0..100 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 100.0);
+        // Off (validate = 0), the paper's rule: growth whatever the use.
+        let mut paper = Monitor::new(MonitorConfig {
+            threshold: 10 * MS,
+            validate: 0.0,
+            ..MonitorConfig::default()
+        });
+        for _ in 0..200 {
+            paper.sample(Some(MS));
+        }
+        assert!(paper.budget_per_s() > 1_000.0);
+    }
+
+    #[test]
     fn the_knee_is_where_the_flat_part_ends() {
         // Flat at about 1 ms up to a load of 8, steep from 16.
         let curve = [
@@ -511,7 +597,7 @@ mod tests {
                 let after = m.budget_per_s();
                 prop_assert!(after >= min && after <= max, "{after} outside [{min}, {max}]");
                 match change {
-                    Change::Halved => prop_assert!(after <= before),
+                    Change::Halved | Change::Decayed => prop_assert!(after <= before),
                     Change::Increased => prop_assert!(after > before),
                     _ => prop_assert_eq!(after, before),
                 }

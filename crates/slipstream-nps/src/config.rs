@@ -64,7 +64,7 @@ pub struct Config {
     /// The budget never grows above this many files per second.
     pub max_budget_per_s: f64,
     /// The budget grows only while under this many times the files clients were granted per
-    /// second lately (at least one list an epoch), and decays toward that above it (RFC 7661's
+    /// second lately, plus one list an epoch, and decays toward that above it (RFC 7661's
     /// validation; 0: off, the paper's rule).
     pub validate_usage: f64,
     /// PPM order n (000 §6.3: 2).

@@ -28,7 +28,7 @@
 //!   is the paper's rule exactly.
 //! - **Budget validation** (RFC 7661's rule for TCP's window, applied to the budget): the
 //!   budget grows only while it is less than `validate` times the files clients were actually
-//!   granted per second (or one list an epoch, whichever is more), and decays toward that
+//!   granted per second plus one list an epoch, and decays toward that
 //!   bound when it is above it. Without it a budget nobody uses grows without limit while the
 //!   probes see an idle server (seen: 40,000 files/s on a server that answers 30,000 in all),
 //!   and the next burst of hint requests is granted all of it at once. The caller reports the
@@ -61,10 +61,10 @@ pub struct MonitorConfig {
     /// With `slow_start`, go back to doubling after this many additive increases in a row
     /// (0: never).
     pub restart_after: u32,
-    /// Grow only while the budget is under this many times the files granted per second (or
-    /// `validate_floor_per_s`); decay toward that bound above it. 0: no validation.
+    /// Grow only while the budget is under this many times the files granted per second, plus
+    /// `validate_floor_per_s`; decay toward that bound above it. 0: no validation.
     pub validate: f64,
-    /// The bound's floor, in files per second (one list an epoch: D/τ).
+    /// Added to the bound, in files per second (one list an epoch: D/τ).
     pub validate_floor_per_s: f64,
 }
 
@@ -151,10 +151,13 @@ impl Monitor {
         }
     }
 
-    /// The most the budget may grow to now: `validate` times the use, at least the floor.
+    /// The most the budget may grow to now: `validate` times the use, plus the floor. (The
+    /// floor is added, not a minimum: grants come in whole lists, so a budget under two lists
+    /// an epoch is used one list an epoch, and a bound of twice that use alone would hold it
+    /// there.)
     fn validated_bound(&self) -> f64 {
         if self.config.validate > 0.0 {
-            (self.used_per_s * self.config.validate).max(self.config.validate_floor_per_s)
+            self.used_per_s * self.config.validate + self.config.validate_floor_per_s
         } else {
             f64::INFINITY
         }
@@ -497,17 +500,17 @@ mod tests {
             m.sample(Some(MS));
         }
         assert_eq!(m.budget_per_s(), 100.0);
-        // Clients take 3,000 files/s: it may grow to twice that, and no more.
+        // Clients take 3,000 files/s: it may grow to twice that and one list an epoch more.
         m.set_usage(3_000.0);
         for _ in 0..400 {
             m.sample(Some(MS));
         }
-        assert_eq!(m.budget_per_s(), 6_000.0);
+        assert_eq!(m.budget_per_s(), 6_100.0);
         // They stop: the budget decays back toward the floor, halving every five samples.
         m.set_usage(0.0);
         let (_, change) = (0..5).map(|_| m.sample(Some(MS))).last().unwrap();
         assert_eq!(change, Change::Decayed);
-        assert_eq!(m.budget_per_s(), 3_000.0);
+        assert_eq!(m.budget_per_s(), 3_050.0);
         for _ in 0..100 {
             m.sample(Some(MS));
         }

@@ -148,31 +148,26 @@ pub fn head_of(object: &Object) -> response::Parts {
 /// May `object` answer `req` at `now` (RFC 9111 §4, from the object's head and its response
 /// time)? `None` when the object's own head no longer allows storing it.
 pub fn reuse(object: &Object, req: &request::Parts, now: SystemTime) -> Option<Reuse> {
-    let head = head_of(object);
-    let (mut original, ()) = http::Request::new(()).into_parts();
-    original.uri = req.uri.clone();
-    let policy = Policy::new(
-        &original,
-        &head,
-        from_unix_ms(object.received_at_ms),
-        &Options::default(),
-    )?;
-    Some(policy.evaluate(req, now))
+    Some(policy_of(object, req.uri.clone())?.evaluate(req, now))
 }
 
 /// The object's current age (RFC 9111 §4.2.3), for the `Age` field of a response it answers;
 /// `None` when its head would not let a shared cache store it.
 pub fn age(object: &Object, now: SystemTime) -> Option<Duration> {
+    Some(policy_of(object, object.url.parse().ok()?)?.age(now))
+}
+
+/// The RFC 9111 policy of the stored response, as requested for `uri`.
+fn policy_of(object: &Object, uri: http::Uri) -> Option<Policy> {
     let head = head_of(object);
     let (mut original, ()) = http::Request::new(()).into_parts();
-    original.uri = object.url.parse().ok()?;
-    let policy = Policy::new(
+    original.uri = uri;
+    Policy::new(
         &original,
         &head,
         from_unix_ms(object.received_at_ms),
         &Options::default(),
-    )?;
-    Some(policy.age(now))
+    )
 }
 
 #[cfg(test)]

@@ -7,34 +7,52 @@ use std::time::{Duration, Instant};
 
 use crate::support::{bin, request, serve, start, Node};
 
-fn status(addr: SocketAddr) -> serde_json::Value {
-    let r = request(addr, "GET", "/_slipstream/coop", &[]);
-    assert_eq!(r.status, 200);
-    serde_json::from_slice(&r.body).expect("coop status JSON")
+pub(crate) fn status(addr: SocketAddr) -> serde_json::Value {
+    crate::support::json(addr, "/_slipstream/coop")
 }
 
-/// Polls `addr`'s coop status until `done` holds (at most 30 s): announcements, replicas and
-/// hints travel on the nodes' own tasks, so the test waits for what they report.
+/// Polls `addr`'s coop status until `done` holds: announcements, replicas and hints travel on
+/// the nodes' own tasks, so the test waits for what they report.
 fn wait_until(
     addr: SocketAddr,
     what: &str,
     done: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let s = status(addr);
-        if done(&s) {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: never happened; last status {s}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
+    crate::support::wait_for_json(addr, "/_slipstream/coop", what, done)
+}
+
+/// An origin serving `files` (cacheable for five minutes, with `extra` flags), and a new cache
+/// provider's key.
+pub(crate) struct Setup {
+    pub site: tempfile::TempDir,
+    pub origin: Node,
+    _keys: tempfile::TempDir,
+    /// The key file's path.
+    pub key: String,
+    /// Its peer id.
+    pub provider: String,
+}
+
+pub(crate) fn setup(files: &[(&str, &str)], extra: &[&str]) -> Setup {
+    let site = tempfile::tempdir().unwrap();
+    for (name, body) in files {
+        std::fs::write(site.path().join(name), body).unwrap();
+    }
+    let mut args = vec!["--cache-control", "max-age=300"];
+    args.extend_from_slice(extra);
+    let origin = serve(site.path(), &args);
+    let keys = tempfile::tempdir().unwrap();
+    let (key, provider) = keygen(keys.path());
+    Setup {
+        site,
+        origin,
+        _keys: keys,
+        key,
+        provider,
     }
 }
 
-fn holds(s: &serde_json::Value, url: &str) -> bool {
+pub(crate) fn holds(s: &serde_json::Value, url: &str) -> bool {
     s["objects"]
         .as_array()
         .is_some_and(|o| o.iter().any(|o| o["url"] == url))
@@ -63,12 +81,12 @@ fn keygen(dir: &Path) -> (String, String) {
     (path.to_str().unwrap().to_owned(), id)
 }
 
-struct CoopNode {
-    node: Node,
-    p2p: String,
+pub(crate) struct CoopNode {
+    pub node: Node,
+    pub p2p: String,
 }
 
-fn node(args: &[&str]) -> CoopNode {
+pub(crate) fn node(args: &[&str]) -> CoopNode {
     let mut all = vec!["node", "--listen", "127.0.0.1:0"];
     all.extend_from_slice(args);
     let node = start(&all, "browser proxy on");
@@ -88,12 +106,8 @@ fn fetch(proxy: SocketAddr, url: &str) -> (u16, Vec<u8>, String) {
 
 #[test]
 fn a_ring_finds_a_manager_that_joins_later_and_survives_a_killed_replica() {
-    let site = tempfile::tempdir().unwrap();
-    std::fs::write(site.path().join("a.txt"), "aaa\n").unwrap();
-    std::fs::write(site.path().join("b.txt"), "bbb\n").unwrap();
-    let origin = serve(site.path(), &["--cache-control", "max-age=300"]);
-    let keys = tempfile::tempdir().unwrap();
-    let (key, provider) = keygen(keys.path());
+    let s = setup(&[("a.txt", "aaa\n"), ("b.txt", "bbb\n")], &[]);
+    let (origin, key, provider) = (&s.origin, s.key.clone(), s.provider.clone());
 
     let gateway = node(&["--provider-key", &key, "--role", "gateway"]);
     let boot = gateway.p2p.clone();
@@ -203,11 +217,8 @@ fn a_node_with_a_bad_configuration_says_what_is_wrong_and_exits() {
 
 #[test]
 fn a_restarted_node_keeps_its_identity_and_its_replicas() {
-    let site = tempfile::tempdir().unwrap();
-    std::fs::write(site.path().join("a.txt"), "aaa\n").unwrap();
-    let origin = serve(site.path(), &["--cache-control", "max-age=300"]);
-    let keys = tempfile::tempdir().unwrap();
-    let (key, _) = keygen(keys.path());
+    let s = setup(&[("a.txt", "aaa\n")], &[]);
+    let (origin, key) = (&s.origin, s.key.clone());
     let data = tempfile::tempdir().unwrap();
     let data_dir = data.path().to_str().unwrap();
     let url = format!("http://{}/a.txt", origin.addr);
@@ -245,20 +256,11 @@ fn served(addr: SocketAddr) -> u64 {
 
 #[test]
 fn a_flash_crowd_spreads_replicas_and_an_update_reaches_every_one_within_a_period() {
-    let site = tempfile::tempdir().unwrap();
-    std::fs::write(site.path().join("hot.html"), "version one\n").unwrap();
-    // The origin sees a changed file at once, so that the monitor's period is all the delay.
-    let origin = serve(
-        site.path(),
-        &[
-            "--cache-control",
-            "max-age=300",
-            "--set",
-            "serve.revalidate_ms=0",
-        ],
+    let s = setup(
+        &[("hot.html", "version one\n")],
+        &["--set", "serve.revalidate_ms=0"],
     );
-    let keys = tempfile::tempdir().unwrap();
-    let (key, provider) = keygen(keys.path());
+    let (site, origin, key, provider) = (&s.site, &s.origin, s.key.clone(), s.provider.clone());
     let url = format!("http://{}/hot.html", origin.addr);
     let period = Duration::from_secs(2);
     let gateway = node(&[
@@ -372,11 +374,8 @@ fn a_flash_crowd_spreads_replicas_and_an_update_reaches_every_one_within_a_perio
 
 #[test]
 fn a_coop_nodes_status_page_shows_its_peers_objects_and_lookups() {
-    let site = tempfile::tempdir().unwrap();
-    std::fs::write(site.path().join("a.txt"), "aaa\n").unwrap();
-    let origin = serve(site.path(), &["--cache-control", "max-age=300"]);
-    let keys = tempfile::tempdir().unwrap();
-    let (key, provider) = keygen(keys.path());
+    let s = setup(&[("a.txt", "aaa\n")], &[]);
+    let (origin, key, provider) = (&s.origin, s.key.clone(), s.provider.clone());
     let gateway = node(&[
         "--provider-key",
         &key,
@@ -413,19 +412,11 @@ fn http_date(t: std::time::SystemTime) -> String {
 
 #[test]
 fn accept_datetime_travels_to_a_past_version() {
-    let site = tempfile::tempdir().unwrap();
-    std::fs::write(site.path().join("news.html"), "monday\n").unwrap();
-    let origin = serve(
-        site.path(),
-        &[
-            "--cache-control",
-            "max-age=300",
-            "--set",
-            "serve.revalidate_ms=0",
-        ],
+    let s = setup(
+        &[("news.html", "monday\n")],
+        &["--set", "serve.revalidate_ms=0"],
     );
-    let keys = tempfile::tempdir().unwrap();
-    let (key, provider) = keygen(keys.path());
+    let (site, origin, key, provider) = (&s.site, &s.origin, s.key.clone(), s.provider.clone());
     let url = format!("http://{}/news.html", origin.addr);
     let gateway = node(&[
         "--provider-key",

@@ -4,7 +4,6 @@
 //! raw request-response codec on the nodes' fetch protocol); the nodes are real processes.
 
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,37 +16,13 @@ use slipstream_coop::net::{tcp_swarm, FETCH_PROTOCOL};
 use slipstream_coop::object::Object;
 use slipstream_coop::{EventLoop, Guid, NetConfig, SignedObject, Store};
 
-use crate::support::{bin, request, serve, start, Node};
-
-fn status(addr: SocketAddr) -> serde_json::Value {
-    let r = request(addr, "GET", "/_slipstream/coop", &[]);
-    assert_eq!(r.status, 200);
-    serde_json::from_slice(&r.body).expect("coop status JSON")
-}
-
-fn keygen(dir: &std::path::Path) -> (std::path::PathBuf, String) {
-    let path = dir.join("provider.key");
-    let out = bin()
-        .args(["node", "keygen", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    (
-        path,
-        String::from_utf8(out.stdout).unwrap().trim().to_owned(),
-    )
-}
+use crate::coop::{setup, status};
+use crate::support::{request, Node};
 
 fn node(args: &[&str]) -> (Node, Multiaddr) {
-    let mut all = vec!["node", "--listen", "127.0.0.1:0"];
-    all.extend_from_slice(args);
-    let node = start(&all, "browser proxy on");
-    let p2p = node
-        .wait_for_line("p2p: ")
-        .trim_start_matches("p2p: ")
-        .parse()
-        .unwrap();
-    (node, p2p)
+    let n = crate::coop::node(args);
+    let p2p = n.p2p.parse().unwrap();
+    (n.node, p2p)
 }
 
 fn object(url: &str, body: &'static [u8]) -> Object {
@@ -64,12 +39,9 @@ fn object(url: &str, body: &'static [u8]) -> Object {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tampered_and_unsigned_objects_are_rejected_every_time() {
-    let site = tempfile::tempdir().unwrap();
-    std::fs::write(site.path().join("t.txt"), "true\n").unwrap();
-    std::fs::write(site.path().join("u.txt"), "true\n").unwrap();
-    let origin = serve(site.path(), &["--cache-control", "max-age=300"]);
-    let keys = tempfile::tempdir().unwrap();
-    let (key_file, provider_id) = keygen(keys.path());
+    let s = setup(&[("t.txt", "true\n"), ("u.txt", "true\n")], &[]);
+    let (origin, provider_id) = (&s.origin, s.provider.clone());
+    let key_file = std::path::PathBuf::from(&s.key);
     let provider = slipstream_coop::config::read_keypair(&key_file).unwrap();
     // No cache manager: nothing but the adversary ever holds these URLs.
     let (gateway, boot) = node(&[
@@ -227,11 +199,9 @@ fn cbor_variant(variant: &str, bytes: &[u8]) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_peer_messages_change_nothing_and_stop_nothing() {
-    let site = tempfile::tempdir().unwrap();
-    std::fs::write(site.path().join("a.txt"), "aaa\n").unwrap();
-    let origin = serve(site.path(), &["--cache-control", "max-age=300"]);
-    let keys = tempfile::tempdir().unwrap();
-    let (key_file, _) = keygen(keys.path());
+    let s = setup(&[("a.txt", "aaa\n")], &[]);
+    let origin = &s.origin;
+    let key_file = std::path::PathBuf::from(&s.key);
     let (target, addr) = node(&[
         "--provider-key",
         key_file.to_str().unwrap(),

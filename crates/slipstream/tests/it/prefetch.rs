@@ -2,35 +2,21 @@
 //! monitor sets the budget from its probes, bad hint requests are refused and change nothing.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
 
 use crate::support::{get, request, serve};
 
 fn status(addr: SocketAddr) -> serde_json::Value {
-    let r = get(addr, "/_slipstream/prefetch");
-    assert_eq!(r.status, 200);
-    serde_json::from_slice(&r.body).expect("status JSON")
+    crate::support::json(addr, "/_slipstream/prefetch")
 }
 
-/// Polls the status until `done` holds (at most 30 s): training and probing run on their own
-/// tasks, so the test waits for what they report, not for a fixed time.
+/// Polls the status until `done` holds: training and probing run on their own tasks, so the
+/// test waits for what they report, not for a fixed time.
 fn wait_until(
     addr: SocketAddr,
     what: &str,
     done: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let s = status(addr);
-        if done(&s) {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: never happened; last status {s}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::support::wait_for_json(addr, "/_slipstream/prefetch", what, done)
 }
 
 fn hints(addr: SocketAddr, query: &str) -> serde_json::Value {

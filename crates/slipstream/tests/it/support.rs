@@ -267,3 +267,37 @@ pub fn block_lookup(page: &str, url: &str) -> Option<Vec<String>> {
         list
     })
 }
+
+/// `GET path` on `addr`, which must answer 200 with JSON.
+pub fn json(addr: SocketAddr, path: &str) -> serde_json::Value {
+    let r = get(addr, path);
+    assert_eq!(
+        r.status,
+        200,
+        "{path}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{path}: not JSON: {e}"))
+}
+
+/// Polls the JSON at `path` on `addr` until `done` holds (at most 30 s), and returns it: the
+/// nodes' own tasks do the work, so a test waits for what they report, not for a fixed time.
+pub fn wait_for_json(
+    addr: SocketAddr,
+    path: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = json(addr, path);
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: never happened; last {path}: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -854,16 +854,27 @@ fn placement_copies_a_hot_resource_to_the_least_loaded_peer_and_retires_it_when_
             }
             std::thread::yield_now();
         };
+        // The copy is read while the traffic that keeps it goes on: n2 itself sees none of
+        // it, so once the directory lists the copy it may be retired within two intervals
+        // (and placed again while n0 stays hot); a read after the traffic stops can miss it.
+        let deadline = Instant::now() + CONVERGENCE_BOUND;
+        let copy = loop {
+            let r = get(n2.addr, "/_slipstream/replicas/hello.txt");
+            if r.status == 200 || Instant::now() > deadline {
+                break r;
+            }
+            std::thread::yield_now();
+        };
         stop.store(true, Ordering::Relaxed);
-        found
+        (found, copy)
     });
+    let (copied, r) = copied;
     let mut want = vec![stored_on(&n2), format!("http://{}/hello.txt", n0.addr)];
     want.sort();
     assert_eq!(
         copied, want,
         "the hot resource goes to the least-loaded peer, n2"
     );
-    let r = get(n2.addr, "/_slipstream/replicas/hello.txt");
     assert_eq!(r.body, b"hello, world\n");
     assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
     // Traffic stops: the copy goes cold and is retired; n0's own replica stays.

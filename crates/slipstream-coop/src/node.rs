@@ -17,12 +17,13 @@ use std::time::{Instant, SystemTime};
 
 use async_trait::async_trait;
 use http::header::{HeaderName, HeaderValue, AGE};
-use http::{request, response, Method, Request, Response, StatusCode};
+use http::{request, response, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use libp2p::identity::Keypair;
 use slipstream_http::Body;
 use slipstream_http_rules::rfc9111::Reuse;
-use slipstream_node::respond::{json, method_not_allowed, text};
+use slipstream_node::respond::text;
+use slipstream_node::router::read_only;
 use slipstream_node::{Ctx, Endpoint, Phase};
 
 use crate::config::{Role, Settings};
@@ -374,6 +375,8 @@ struct Outcome(&'static str);
 pub struct BrowserProxy(pub Arc<CoopNode>);
 
 impl BrowserProxy {
+    /// A fresh object's response (RFC 9111 §4: `reuse` says Fresh), with its `Age`; `None`
+    /// when it may not answer `req` now.
     fn answer(&self, found: &roles::Found, req: &request::Parts) -> Option<Response<Body>> {
         let now = SystemTime::now();
         let object = &found.object.object;
@@ -381,10 +384,7 @@ impl BrowserProxy {
             Some(Reuse::Fresh) => {}
             _ => return None,
         }
-        let head = rules::head_of(object);
-        let mut res = Response::new(Body::full(object.body.clone()));
-        *res.status_mut() = head.status;
-        *res.headers_mut() = head.headers;
+        let mut res = response_of(object);
         if let Some(age) = rules::age(object, now) {
             res.headers_mut()
                 .insert(AGE, HeaderValue::from(age.as_secs()));
@@ -396,10 +396,7 @@ impl BrowserProxy {
     /// freshness now, with the time it was captured and a link to the original resource.
     fn memento(found: &roles::Found, url: &str) -> Response<Body> {
         let object = &found.object.object;
-        let head = rules::head_of(object);
-        let mut res = Response::new(Body::full(object.body.clone()));
-        *res.status_mut() = head.status;
-        *res.headers_mut() = head.headers;
+        let mut res = response_of(object);
         let captured =
             std::time::UNIX_EPOCH + std::time::Duration::from_millis(object.received_at_ms);
         let h = res.headers_mut();
@@ -417,15 +414,32 @@ impl BrowserProxy {
     }
 }
 
+/// The stored response of `object`: its status, head and body.
+fn response_of(object: &crate::object::Object) -> Response<Body> {
+    let head = rules::head_of(object);
+    let mut res = Response::new(Body::full(object.body.clone()));
+    *res.status_mut() = head.status;
+    *res.headers_mut() = head.headers;
+    res
+}
+
+/// The instant a request's `Accept-Datetime` asked for, parsed once in `request_filter`.
+#[derive(Debug, Clone, Copy)]
+struct AskedFor(u64);
+
 #[async_trait]
 impl Phase for BrowserProxy {
     async fn request_filter(
         &self,
-        _ctx: &mut Ctx,
+        ctx: &mut Ctx,
         req: &mut request::Parts,
     ) -> Option<Response<Body>> {
         match accept_datetime(req) {
-            Ok(_) => None,
+            Ok(Some(at_ms)) => {
+                ctx.extensions.insert(AskedFor(at_ms));
+                None
+            }
+            Ok(None) => None,
             Err(why) => Some(text(StatusCode::BAD_REQUEST, &why)),
         }
     }
@@ -438,7 +452,7 @@ impl Phase for BrowserProxy {
         }
         let url = req.uri.to_string();
         let providers = [node.settings.provider.clone()];
-        if let Ok(Some(at_ms)) = accept_datetime(req) {
+        if let Some(AskedFor(at_ms)) = ctx.extensions.get::<AskedFor>().copied() {
             let budget = node.settings.lookup_budget;
             if let Some(found) =
                 roles::lookup_at(&node.client, &providers, &url, at_ms, budget).await
@@ -509,14 +523,7 @@ impl Endpoint for StatusEndpoint {
         if !rest.is_empty() {
             return text(StatusCode::NOT_FOUND, "no such control endpoint");
         }
-        if req.method() != Method::GET && req.method() != Method::HEAD {
-            return method_not_allowed("GET, HEAD");
-        }
-        let mut r = json(StatusCode::OK, &self.0.status().await);
-        r.headers_mut().insert(
-            http::header::CACHE_CONTROL,
-            HeaderValue::from_static("no-store"),
-        );
-        r
+        let body = serde_json::to_vec(&self.0.status().await).unwrap_or_default();
+        read_only(req.method(), "application/json", body.into())
     }
 }

@@ -69,10 +69,21 @@ async fn nearest_first(client: &Client, mut providers: Vec<PeerId>) -> Vec<PeerI
     providers
 }
 
-/// The first of `peers`, nearest first, that sends `guid` verified.
-async fn fetch_nearest(client: &Client, peers: Vec<PeerId>, guid: Guid, via: Via) -> Option<Found> {
+/// The first of `peers`, nearest first, that sends `guid` verified: its current version, or
+/// with `at_ms` the version captured by then (time travel).
+async fn fetch_nearest(
+    client: &Client,
+    peers: Vec<PeerId>,
+    guid: Guid,
+    at_ms: Option<u64>,
+    via: Via,
+) -> Option<Found> {
     for peer in nearest_first(client, peers).await {
-        match client.fetch(peer, guid).await {
+        let fetched = match at_ms {
+            None => client.fetch(peer, guid).await,
+            Some(ms) => client.fetch_at(peer, guid, ms).await,
+        };
+        match fetched {
             Ok(object) => {
                 return Some(Found {
                     from: Some(peer),
@@ -88,7 +99,7 @@ async fn fetch_nearest(client: &Client, peers: Vec<PeerId>, guid: Guid, via: Via
 
 /// Copies `guid` from the nearest of `holders` that sends it verified, and holds it here.
 async fn copy_from(client: &Client, holders: Vec<PeerId>, guid: Guid) -> Result<Guid, String> {
-    let found = fetch_nearest(client, holders, guid, Via::Dht)
+    let found = fetch_nearest(client, holders, guid, None, Via::Dht)
         .await
         .ok_or("no holder sent it")?;
     client.hold((*found.object).clone()).await?;
@@ -121,11 +132,11 @@ pub async fn lookup(
             .filter(|(_, level)| *level == 0)
             .map(|(p, _)| p)
             .collect();
-        if let Some(found) = fetch_nearest(client, near, guid, Via::Nearby).await {
+        if let Some(found) = fetch_nearest(client, near, guid, None, Via::Nearby).await {
             return Some(found);
         }
         let holders = client.find_providers(guid, 3, budget).await;
-        if let Some(found) = fetch_nearest(client, holders, guid, Via::Dht).await {
+        if let Some(found) = fetch_nearest(client, holders, guid, None, Via::Dht).await {
             return Some(found);
         }
     }
@@ -152,17 +163,8 @@ pub async fn lookup_at(
             });
         }
         let holders = client.find_providers(guid, 8, budget).await;
-        for peer in nearest_first(client, holders).await {
-            match client.fetch_at(peer, guid, at_ms).await {
-                Ok(object) => {
-                    return Some(Found {
-                        from: Some(peer),
-                        via: Via::Dht,
-                        object: Arc::new(object),
-                    })
-                }
-                Err(e) => tracing::debug!(%peer, error = %e, "no such version there; the next"),
-            }
+        if let Some(found) = fetch_nearest(client, holders, guid, Some(at_ms), Via::Dht).await {
+            return Some(found);
         }
     }
     None

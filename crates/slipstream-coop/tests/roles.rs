@@ -19,6 +19,14 @@ use slipstream_coop::{Client, CoopBehaviour, EventLoop, FetchError, NetConfig, S
 
 /// An origin: `/page` cacheable for a minute (its body from `body`), `/private` private.
 async fn origin(body: Arc<parking_lot::Mutex<&'static str>>) -> std::net::SocketAddr {
+    origin_counting(body, Arc::default()).await
+}
+
+/// [`origin`], counting the requests it answers in `hits`.
+async fn origin_counting(
+    body: Arc<parking_lot::Mutex<&'static str>>,
+    hits: Arc<std::sync::atomic::AtomicUsize>,
+) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -26,11 +34,12 @@ async fn origin(body: Arc<parking_lot::Mutex<&'static str>>) -> std::net::Socket
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
-            let body = body.clone();
+            let (body, hits) = (body.clone(), hits.clone());
             tokio::spawn(async move {
                 let service =
                     hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                         let body = body.clone();
+                        hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         async move {
                             let res = match req.uri().path() {
                                 "/page" => http::Response::builder()
@@ -326,4 +335,30 @@ async fn a_manager_spreads_a_hot_object_over_the_nearest_caches() {
     for c in &cache_ids {
         assert!(providers.contains(c), "{providers:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_miss_hints_for_one_object_makes_one_replica() {
+    let provider = Keypair::generate_ed25519();
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let origin = origin_counting(Arc::new(parking_lot::Mutex::new("hot")), hits.clone()).await;
+    let gateway = node(&provider, Vec::new(), Role::Gateway).await;
+    let manager = node(&provider, vec![gateway.addr.clone()], Role::Manager).await;
+    let proxy = node(&provider, vec![gateway.addr.clone()], Role::Plain).await;
+    proxy.client.dial(manager.addr.clone()).await.unwrap();
+    let url = format!("http://{origin}/page");
+
+    // Twenty proxies' worth of misses at once: the manager makes one replica, and the origin
+    // is asked once.
+    let m = manager.client.peer_id();
+    let hints = (0..20).map(|_| proxy.client.hint_miss(m, &url));
+    for r in libp2p::futures::future::join_all(hints).await {
+        r.unwrap();
+    }
+    let guid = slipstream_coop::Guid::new(&provider.public(), &url);
+    eventually("the replica", || async {
+        manager.client.store().contains(&guid).then_some(())
+    })
+    .await;
+    assert_eq!(hits.load(std::sync::atomic::Ordering::Relaxed), 1);
 }

@@ -289,16 +289,13 @@ async fn coop_ring(data: &Path) -> anyhow::Result<Ring> {
             ..Default::default()
         };
         let coop = table.validate()?;
-        let http = slipstream_proxy::Config {
-            listen: coop.listen,
-            name: format!("coop-{i}"),
-            cache: slipstream_proxy::config::CacheConfig {
-                enabled: false,
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-        .validate()?;
+        let name = slipstream_node::config::parse_override(&format!("proxy.name=coop-{i}"))
+            .map_err(anyhow::Error::msg)?;
+        let http = crate::node_cmd::http_settings(
+            &slipstream_node::config::ConfigFile::default(),
+            &coop,
+            &[name],
+        )?;
         let (running, node) = crate::node_cmd::spawn(coop, http).await?;
         if first {
             boot = node

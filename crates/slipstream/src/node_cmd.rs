@@ -98,16 +98,26 @@ impl Args {
         let file = ConfigFile::load_opt(self.config.as_deref())?;
         let coop: slipstream_coop::config::Config = file.section("coop", &self.overrides())?;
         let coop = coop.validate()?;
-        // The HTTP side is a forward proxy on the coop's address. Its own memory cache is off
-        // by default: the node's store is its cache, and a hit there must be seen as one.
-        let mut http = Overrides::default();
-        http.set_opt("proxy.listen", Some(coop.listen.to_string()))
-            .set_opt("proxy.cache.enabled", Some(false))
-            .set_opt("proxy.workers", i64::try_from(coop.workers).ok());
-        http.extend(self.set.iter().cloned());
-        let proxy: slipstream_proxy::Config = file.section("proxy", &http)?;
-        Ok((coop, proxy.validate()?))
+        let http = http_settings(&file, &coop, &self.set)?;
+        Ok((coop, http))
     }
+}
+
+/// A node's HTTP side: a forward proxy on the coop's address with its own memory cache off
+/// (the node's store is its cache, and a hit there must be seen as one), then `file`'s
+/// `[proxy]` table and `set` on top.
+pub fn http_settings(
+    file: &ConfigFile,
+    coop: &slipstream_coop::config::Settings,
+    set: &[Override],
+) -> anyhow::Result<slipstream_proxy::Settings> {
+    let mut http = Overrides::default();
+    http.set_opt("proxy.listen", Some(coop.listen.to_string()))
+        .set_opt("proxy.cache.enabled", Some(false))
+        .set_opt("proxy.workers", i64::try_from(coop.workers).ok());
+    http.extend(set.iter().cloned());
+    let proxy: slipstream_proxy::Config = file.section("proxy", &http)?;
+    Ok(proxy.validate()?)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

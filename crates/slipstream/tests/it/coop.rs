@@ -149,7 +149,10 @@ fn a_ring_finds_a_manager_that_joins_later_and_survives_a_killed_replica() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(status(a)["lookups"]["hints_sent"].as_u64() >= Some(1));
+    // The manager answers the hint after it holds the replica: the proxy counts it then.
+    wait_until(a, "the hint counted as taken", |s| {
+        s["lookups"]["hints_sent"].as_u64() >= Some(1)
+    });
     let g = wait_until(gateway.node.addr, "the gateway holds it", |s| {
         holds(s, &url_b)
     });
@@ -406,10 +409,6 @@ fn a_coop_nodes_status_page_shows_its_peers_objects_and_lookups() {
     assert!(dom.contains("gateway, manager"), "{dom}");
 }
 
-fn http_date(t: std::time::SystemTime) -> String {
-    httpdate::fmt_http_date(t)
-}
-
 #[test]
 fn accept_datetime_travels_to_a_past_version() {
     let s = setup(
@@ -454,7 +453,7 @@ fn accept_datetime_travels_to_a_past_version() {
     // Version 1 was captured by t1, version 2 more than a second later: the whole second after
     // t1 (an HTTP-date drops the fraction) names version 1, from the gateway's own past and
     // through another node (which asks the DHT).
-    let when = http_date(t1 + Duration::from_secs(1));
+    let when = httpdate::fmt_http_date(t1 + Duration::from_secs(1));
     for proxy in [g, cache.node.addr] {
         let r = ask(proxy, &when);
         assert_eq!(
@@ -481,7 +480,7 @@ fn accept_datetime_travels_to_a_past_version() {
     // Now: version 2. Before every version: the resource as it is, and no Memento-Datetime.
     let r = ask(
         g,
-        &http_date(std::time::SystemTime::now() + Duration::from_secs(5)),
+        &httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(5)),
     );
     assert_eq!(r.body, b"tuesday\n");
     let r = ask(cache.node.addr, "Sun, 06 Nov 1994 08:49:37 GMT");

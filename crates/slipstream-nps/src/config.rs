@@ -7,6 +7,7 @@
 //! epoch_ms = 100              # τ: the monitor takes one sample an epoch
 //! probes_per_epoch = 5        # the sample is the mean of this many probes spread over the epoch
 //! doc_files = 10              # D: files in one hint list (one document's worth)
+//! pace_lists = true           # one list every D/B seconds, not the epoch's all at once
 //! probe_path = "/"            # the representative object the monitor probes
 //! threshold_ms = "3ms"        # a probe slower than this means the server is loaded;
 //!                             # 0 (default): found at start-up, at the knee of the
@@ -67,6 +68,9 @@ pub struct Config {
     /// second lately, plus one list an epoch, and decays toward that above it (RFC 7661's
     /// validation; 0: off, the paper's rule).
     pub validate_usage: f64,
+    /// Pace hint lists, one every D/B seconds (false: the paper's rule, each request granted
+    /// with probability p, so an epoch's lists go to its first requests at once).
+    pub pace_lists: bool,
     /// PPM order n (000 §6.3: 2).
     pub order: usize,
     /// PPM window w, in pages (000 §6.3: 10).
@@ -127,6 +131,7 @@ impl Default for Config {
             restart_after: 10,
             max_budget_per_s: 100_000.0,
             validate_usage: 2.0,
+            pace_lists: true,
             order: h.order,
             window: h.window,
             max_urls: h.max_urls,
@@ -173,6 +178,8 @@ pub struct Settings {
     pub probe_timeout: Duration,
     /// Probes an epoch; the sample is their mean.
     pub probes_per_epoch: u32,
+    /// Pace lists one every D/B seconds.
+    pub pace_lists: bool,
     /// The AIMD rule (its threshold is replaced at start-up when not configured).
     pub monitor: MonitorConfig,
     /// The predictor.
@@ -308,6 +315,7 @@ impl Config {
             min_threshold: Duration::from_millis(self.min_threshold_ms),
             probe_timeout: Duration::from_millis(self.probe_timeout_ms),
             probes_per_epoch: self.probes_per_epoch,
+            pace_lists: self.pace_lists,
             monitor: MonitorConfig {
                 threshold: threshold.unwrap_or(Duration::from_millis(self.min_threshold_ms.max(1))),
                 samples_to_increase: self.samples_to_increase.max(1),

@@ -136,7 +136,8 @@ impl Nps {
             model: Mutex::new(Hints::new(settings.model.clone())),
             control: Mutex::new(Control {
                 monitor,
-                distributor: Distributor::new(settings.epoch, settings.doc_files),
+                distributor: Distributor::new(settings.epoch, settings.doc_files)
+                    .paced(settings.pace_lists),
                 rng: StdRng::from_entropy(),
                 samples: VecDeque::with_capacity(SAMPLES_KEPT),
                 curve: Vec::new(),

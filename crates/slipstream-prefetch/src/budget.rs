@@ -15,6 +15,14 @@
 //! it can least afford it. The paper's hint server ran on a machine of its own (§7), which hid
 //! this; ours answers on the node it protects.
 //!
+//! A second change, on by default ([`Distributor::paced`]): lists are paced, one every D/B
+//! seconds, instead of granted with probability p to whoever asks first. The paper assumes the
+//! budget's load is "distributed uniformly over the interval"; granted by p, the lists of an
+//! epoch go out to the first few requests, whose clients all prefetch at once — a burst of
+//! several documents within a few milliseconds that the monitor's probes, tens of milliseconds
+//! apart, rarely see, and that demand requests queue behind. Paced, the same budget reaches the
+//! server as a steady trickle the probes measure.
+//!
 //! Time comes in as `now` (time since any fixed start), randomness as an `Rng`.
 
 use std::time::Duration;
@@ -47,6 +55,12 @@ pub struct Distributor {
     estimate: u64,
     /// Files granted in the current epoch.
     granted: u64,
+    /// Whether lists are paced, one every D/B seconds.
+    paced: bool,
+    /// Paced: the earliest time the next list may go out.
+    next_list: Duration,
+    /// Paced: the slot after the last one a refused client was sent to (a virtual queue).
+    queue_tail: Duration,
     /// Totals since the start, for the status page.
     totals: Totals,
 }
@@ -74,8 +88,20 @@ impl Distributor {
             arrived: 0,
             estimate: 0,
             granted: 0,
+            paced: false,
+            next_list: Duration::ZERO,
+            queue_tail: Duration::ZERO,
             totals: Totals::default(),
         }
+    }
+
+    /// Paces lists (see the module's notes): one every D/B seconds at most. A refused client
+    /// is sent to a slot of its own: the one after the last slot a refused client was sent to
+    /// (a virtual queue, so that each waiting client asks about once per list it gets instead
+    /// of at every slot), at most [`MAX_WAIT_EPOCHS`] away.
+    pub fn paced(mut self, paced: bool) -> Distributor {
+        self.paced = paced;
+        self
     }
 
     /// The epoch length τ.
@@ -144,22 +170,55 @@ impl Distributor {
         self.advance(now);
         self.arrived += 1;
         let per_epoch = budget_per_s * self.epoch.as_secs_f64();
-        // 000 §3.3: requests beyond the estimate N wait for the next epoch; so do those that
-        // would take the epoch's granted files beyond B·τ (a burst the estimate missed). A
-        // budget under one list an epoch is spent on average, through p.
-        let over_estimate = self.arrived > self.estimate.max(1);
+        // Also when paced: no epoch grants more than B·τ files, or one list when that is less.
         let spent =
             self.granted > 0 && (self.granted + self.doc_files as u64) as f64 > per_epoch.ceil();
         let p = self.p(budget_per_s);
-        let accept = !over_estimate && !spent && rng.gen_bool(p);
+        let accept = if self.paced {
+            !spent && budget_per_s > 0.0 && now >= self.next_list
+        } else {
+            // 000 §3.3: requests beyond the estimate N wait for the next epoch; so do those
+            // that would take the epoch's granted files beyond B·τ (a burst the estimate
+            // missed). A budget under one list an epoch is spent on average, through p.
+            let over_estimate = self.arrived > self.estimate.max(1);
+            !over_estimate && !spent && rng.gen_bool(p)
+        };
         if accept {
+            if self.paced {
+                let interval = Duration::from_secs_f64(
+                    (self.doc_files as f64 / budget_per_s).min(f64::from(MAX_WAIT_EPOCHS) * 10.0),
+                );
+                // On schedule, the next slot follows this one's; after a pause, it follows now
+                // (no credit is saved up: a pause never turns into a burst).
+                let from = if now < self.next_list + interval {
+                    self.next_list
+                } else {
+                    now
+                };
+                self.next_list = from + interval;
+            }
             self.granted += self.doc_files as u64;
             self.totals.lists += 1;
             self.totals.files += self.doc_files as u64;
             Grant::List(self.doc_files)
         } else {
             self.totals.waits += 1;
-            Grant::Wait(self.wait(now, p, rng))
+            let wait = if self.paced && budget_per_s > 0.0 {
+                let interval = self.doc_files as f64 / budget_per_s;
+                let longest = self.epoch * MAX_WAIT_EPOCHS;
+                let slot = self.queue_tail.max(self.next_list).min(now + longest);
+                self.queue_tail =
+                    slot + Duration::from_secs_f64(interval.min(longest.as_secs_f64()));
+                // A little late rather than early, so that two clients sent to neighbouring
+                // slots do not arrive together.
+                let late = Duration::from_secs_f64(interval.min(1.0) * rng.gen_range(0.0..0.25));
+                (slot + late)
+                    .saturating_sub(now)
+                    .max(Duration::from_millis(1))
+            } else {
+                self.wait(now, p, rng)
+            };
+            Grant::Wait(wait)
         }
     }
 }
@@ -291,6 +350,84 @@ mod tests {
         assert!(!d.admit(200 * MS, 0.0, &mut rng));
     }
 
+    #[test]
+    fn paced_lists_go_out_one_every_d_over_b_seconds() {
+        // B = 1,000 files/s, D = 10: one list every 10 ms, however many ask.
+        let mut d = Distributor::new(100 * MS, 10).paced(true);
+        let mut rng = StdRng::seed_from_u64(11);
+        let mut granted = Vec::new();
+        // Fifty clients ask every millisecond for a second.
+        for ms in 0..1000u32 {
+            for _ in 0..50 {
+                if let Grant::List(_) = d.request(ms * MS, 1000.0, &mut rng) {
+                    granted.push(ms);
+                }
+            }
+        }
+        assert_eq!(granted.len(), 100, "{granted:?}");
+        assert!(granted.windows(2).all(|w| w[1] - w[0] == 10), "{granted:?}");
+    }
+
+    #[test]
+    fn paced_a_pause_is_not_saved_up_as_a_burst() {
+        let mut d = Distributor::new(100 * MS, 10).paced(true);
+        let mut rng = StdRng::seed_from_u64(12);
+        assert_eq!(d.request(Duration::ZERO, 1000.0, &mut rng), Grant::List(10));
+        // Nobody asks for half a second; then two at once: one list, one wait of about the
+        // interval (10 ms, spread by at most one more).
+        assert_eq!(d.request(500 * MS, 1000.0, &mut rng), Grant::List(10));
+        let Grant::Wait(w) = d.request(500 * MS, 1000.0, &mut rng) else {
+            panic!("two lists at once after a pause");
+        };
+        assert!(w >= 10 * MS && w <= 20 * MS, "{w:?}");
+    }
+
+    #[test]
+    fn paced_a_client_sent_away_comes_back_to_a_free_slot() {
+        // One client asking again when told: it is granted every time it returns, at the
+        // budget's rate (B = 200 files/s, D = 10: 20 lists a second).
+        let mut d = Distributor::new(100 * MS, 10).paced(true);
+        let mut rng = StdRng::seed_from_u64(13);
+        let mut now = Duration::ZERO;
+        let mut lists = 0;
+        while now < Duration::from_secs(5) {
+            match d.request(now, 200.0, &mut rng) {
+                Grant::List(_) => {
+                    lists += 1;
+                    now += MS;
+                }
+                Grant::Wait(w) => now += w,
+            }
+        }
+        assert!((70..=101).contains(&lists), "{lists} lists in 5 s");
+    }
+
+    #[test]
+    fn paced_waiting_clients_ask_about_once_per_list() {
+        // Fifty clients that always want another list and come back when told: the budget
+        // (100 lists a second) is spent, and hint requests stay within a small multiple of
+        // the lists rather than fifty per slot.
+        let mut d = Distributor::new(100 * MS, 10).paced(true);
+        let mut rng = StdRng::seed_from_u64(14);
+        let mut due: Vec<Duration> = (0..50u32).map(|i| i * MS / 10).collect();
+        let mut asked = 0u64;
+        let end = Duration::from_secs(10);
+        loop {
+            let (i, &now) = due.iter().enumerate().min_by_key(|(_, t)| **t).unwrap();
+            if now >= end {
+                break;
+            }
+            asked += 1;
+            due[i] = match d.request(now, 1000.0, &mut rng) {
+                Grant::List(_) => now + 5 * MS,
+                Grant::Wait(w) => now + w,
+            };
+        }
+        let lists = d.totals().lists;
+        assert!((950..=1001).contains(&lists), "{lists} lists in 10 s");
+        assert!(asked < 3 * lists, "{asked} hint requests for {lists} lists");
+    }
+
     proptest! {
         /// Whatever the arrivals, the files granted in an epoch never exceed B·τ, or one list
         /// when B·τ is less (the paper's budget bounds the server's prefetch load).
@@ -300,8 +437,9 @@ mod tests {
             budget in 0.0f64..2000.0,
             d_files in 1usize..20,
             seed: u64,
+            paced: bool,
         ) {
-            let mut d = Distributor::new(100 * MS, d_files);
+            let mut d = Distributor::new(100 * MS, d_files).paced(paced);
             let mut rng = StdRng::seed_from_u64(seed);
             let mut now = Duration::ZERO;
             let mut per_epoch = std::collections::HashMap::<u128, u64>::new();

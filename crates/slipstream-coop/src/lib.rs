@@ -6,6 +6,9 @@
 //! - [`store`]: each node's bounded content cache (LRU by default), persisted in redb (§4.2.1);
 //! - [`rules`]: the roles' HTTP decisions on the shared RFC 9111 rules: the browser proxy's
 //!   pre-check, the gateway's capture of a response as an object, reuse of a stored object;
+//! - [`decide`]: the roles' decisions without I/O (nearest first, hot objects), shared with
+//!   the simulator;
+//! - [`sim`]: Riptide on a simulated 1,100-node transit-stub network (§6.1, Fig. 22);
 //! - [`bloom`]: attenuated Bloom filters, the local-area fast path (§3.2.2), without I/O;
 //! - [`gateway`]: the gateway role: fetch, store by RFC 9111, sign, hold; the service GUID;
 //! - [`roles`]: the browser proxy's lookup and miss hints, the cache manager, and the task
@@ -19,12 +22,14 @@
 
 pub mod bloom;
 pub mod config;
+pub mod decide;
 pub mod gateway;
 pub mod net;
 pub mod node;
 pub mod object;
 pub mod roles;
 pub mod rules;
+pub mod sim;
 pub mod store;
 
 pub use net::{Client, CoopBehaviour, EventLoop, FetchError, NetConfig, PeerInfo};

@@ -21,6 +21,7 @@ use libp2p::identity::PublicKey;
 use libp2p::PeerId;
 use tokio::sync::{mpsc, Semaphore};
 
+use crate::decide::{self, HotCounter};
 use crate::gateway::{service_guid, Gateway};
 use crate::net::{Client, CoopResponse, FetchError, Inbound, RoleRequest};
 use crate::object::{Guid, SignedObject};
@@ -58,14 +59,9 @@ pub struct Found {
 /// Providers of `guid` ordered nearest first: measured RTTs ascending, unmeasured last.
 async fn nearest_first(client: &Client, mut providers: Vec<PeerId>) -> Vec<PeerId> {
     let peers = client.peers().await;
-    let rtt = |p: &PeerId| {
-        peers
-            .iter()
-            .find(|i| i.peer == *p)
-            .and_then(|i| i.rtt)
-            .unwrap_or(Duration::MAX)
-    };
-    providers.sort_by_key(rtt);
+    decide::nearest_first(&mut providers, |p| {
+        peers.iter().find(|i| i.peer == *p).and_then(|i| i.rtt)
+    });
     providers
 }
 
@@ -188,9 +184,6 @@ pub async fn hint_miss(
     Ok((manager, guid))
 }
 
-/// Objects whose hints a manager counts at most (it forgets them all beyond).
-const HOT_TRACKED: usize = 1 << 16;
-
 /// A cache manager for one provider.
 #[derive(Debug, Clone)]
 pub struct Manager {
@@ -200,7 +193,7 @@ pub struct Manager {
     /// Spread an object over this many more nodes once it has had this many hints.
     spread: Option<(usize, u32)>,
     /// Hints per object so far.
-    hints: Arc<parking_lot::Mutex<std::collections::HashMap<Guid, u32>>>,
+    hints: Arc<parking_lot::Mutex<HotCounter<Guid>>>,
     /// The gateway on the manager's own node, if it has one (the DHT never names a node to
     /// itself).
     gateway: Option<Gateway>,
@@ -217,7 +210,7 @@ impl Manager {
             provider,
             budget,
             spread: None,
-            hints: Arc::default(),
+            hints: Arc::new(parking_lot::Mutex::new(HotCounter::new(1))),
             gateway: None,
             making: Arc::default(),
         }
@@ -234,21 +227,13 @@ impl Manager {
     /// §5.1: a flash crowd is served by several replicas).
     pub fn spreading(mut self, copies: usize, after: u32) -> Manager {
         self.spread = (copies > 0).then_some((copies, after.max(1)));
+        self.hints = Arc::new(parking_lot::Mutex::new(HotCounter::new(after)));
         self
     }
 
     /// Counts a hint about `guid`; whether it has just become hot.
     fn hot(&self, guid: Guid) -> bool {
-        let Some((_, after)) = self.spread else {
-            return false;
-        };
-        let mut hints = self.hints.lock();
-        if hints.len() >= HOT_TRACKED && !hints.contains_key(&guid) {
-            hints.clear();
-        }
-        let n = hints.entry(guid).or_default();
-        *n = n.saturating_add(1);
-        *n == after
+        self.spread.is_some() && self.hints.lock().hint(guid)
     }
 
     /// Announces the cache manager service.

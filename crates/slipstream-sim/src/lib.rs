@@ -18,6 +18,7 @@ pub mod reference;
 pub mod scenario;
 pub mod tcp;
 pub mod time;
+pub mod transit;
 
 pub use net::{LinkSpec, Network, NodeId, Transfer, TransferResult};
 pub use tcp::{Congestion, Era, TcpConfig};

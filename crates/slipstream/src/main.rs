@@ -11,6 +11,7 @@ mod node_cmd;
 mod predict_cmd;
 mod proxy_cmd;
 mod reload_cmd;
+mod riptide_sim;
 mod serve;
 mod sim_cmd;
 mod workload_cmd;

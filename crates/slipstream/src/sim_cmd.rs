@@ -72,6 +72,10 @@ pub enum Sub {
     /// --export-ns2 script writes): transfers finishing at the same time, and per source the
     /// mean latencies and the Kolmogorov-Smirnov distance against its 5 % critical value.
     Compare(Compare),
+    /// Riptide (paper 004) on a simulated 1,100-node transit-stub network: the interdomain
+    /// crossings of an update against the number of replicas (Fig. 22) and a flash crowd
+    /// spread over replicas, with the node's own decisions.
+    Riptide(crate::riptide_sim::Riptide),
 }
 
 #[derive(Debug, clap::Args)]
@@ -142,6 +146,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         (Some(Sub::Replay(r)), _) => replay(r),
         (Some(Sub::Design(d)), _) => design(d),
         (Some(Sub::Compare(c)), _) => compare(c),
+        (Some(Sub::Riptide(r)), _) => crate::riptide_sim::run(r),
         (None, Some(scenario)) => run_scenario(&scenario, &args),
         (None, None) => anyhow::bail!("give a scenario file (slipstream sim SCENARIO.toml --out DIR) or a subcommand (see --help)"),
     }

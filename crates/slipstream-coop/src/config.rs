@@ -5,6 +5,9 @@
 //! listen = "127.0.0.1:3128"          # the browser proxy (an HTTP forward proxy)
 //! p2p_listen = ["/ip4/0.0.0.0/tcp/4001"]
 //! bootstrap = ["/ip4/10.0.0.7/tcp/4001/p2p/12D3KooW..."]
+//! # external = ["/ip4/203.0.113.5/tcp/4001"]  # where peers reach this node (a NAT or a TCP
+//! #                                  # proxy in front of it), announced instead of p2p_listen
+//! digests = true                     # Bloom-filter digests to neighbours (§3.2.2's fast path)
 //! mdns = false                       # find peers on the LAN (never sees loopback)
 //! data_dir = "/var/lib/slipstream/coop"   # the node's key and its replicas (redb)
 //! capacity_bytes = "256MiB"          # the content cache's bound
@@ -39,6 +42,11 @@ pub struct Config {
     pub bootstrap: Vec<String>,
     /// Find peers on the LAN by mDNS.
     pub mdns: bool,
+    /// Addresses peers reach this node at (multiaddrs), announced instead of the listen
+    /// addresses: a NAT's, or a TCP proxy's in front of the node.
+    pub external: Vec<String>,
+    /// Exchange attenuated Bloom-filter digests with neighbours (the local fast path).
+    pub digests: bool,
     /// The node's key (`node.key`) and replicas (`store.redb`) live here; without it the node
     /// has a new identity and an empty cache at every start.
     pub data_dir: Option<PathBuf>,
@@ -81,6 +89,8 @@ impl Default for Config {
             p2p_listen: vec!["/ip4/127.0.0.1/tcp/0".into()],
             bootstrap: Vec::new(),
             mdns: false,
+            external: Vec::new(),
+            digests: true,
             data_dir: None,
             capacity_bytes: 256 << 20,
             policy: "lru".into(),
@@ -119,6 +129,10 @@ pub struct Settings {
     pub bootstrap: Vec<Multiaddr>,
     /// mDNS on.
     pub mdns: bool,
+    /// Addresses announced instead of the listen addresses.
+    pub external: Vec<Multiaddr>,
+    /// Bloom-filter digests on.
+    pub digests: bool,
     /// Where the key and the replicas live.
     pub data_dir: Option<PathBuf>,
     /// The content cache's bound.
@@ -185,6 +199,16 @@ impl Config {
             return Err(refuse("p2p_listen", "needs at least one address"));
         }
         let bootstrap = addrs("bootstrap", &self.bootstrap)?;
+        let external = addrs("external", &self.external)?;
+        if let Some(a) = external.iter().find(|a| {
+            a.iter()
+                .any(|p| matches!(p, libp2p::multiaddr::Protocol::P2p(_)))
+        }) {
+            return Err(refuse(
+                "external",
+                format!("`{a}`: give the address without `/p2p/…` (the node adds its own id)"),
+            ));
+        }
         for (a, raw) in bootstrap.iter().zip(&self.bootstrap) {
             if !matches!(a.iter().last(), Some(libp2p::multiaddr::Protocol::P2p(_))) {
                 return Err(refuse(
@@ -280,6 +304,8 @@ impl Config {
             p2p_listen,
             bootstrap,
             mdns: self.mdns,
+            external,
+            digests: self.digests,
             data_dir: self.data_dir,
             capacity_bytes: self.capacity_bytes,
             policy,
@@ -336,6 +362,18 @@ mod tests {
         assert!(err(with(|c| c.provider = Some("nope".into()))).contains("not a peer id"));
         assert!(err(with(|c| c.roles = vec!["boss".into()])).contains("unknown role `boss`"));
         assert!(err(with(|c| c.roles = vec!["gateway".into()])).contains("provider_key"));
+        assert!(
+            err(with(|c| c.external = vec![
+                "/ip4/1.2.3.4/tcp/1/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN"
+                    .into()
+            ]))
+            .contains("[coop] external"),
+            "an external address with a peer id"
+        );
+        assert!(
+            err(with(|c| c.external = vec!["nonsense".into()])).contains("not a multiaddr"),
+            "a malformed external address"
+        );
         assert!(
             err(with(|c| c.bootstrap = vec!["/ip4/1.2.3.4/tcp/1".into()]))
                 .contains("must end in /p2p/")

@@ -136,6 +136,12 @@ pub struct NetConfig {
     pub mdns: bool,
     /// Announce the listen addresses as reachable (on a LAN or loopback they are).
     pub announce_listen_addrs: bool,
+    /// Addresses peers reach this node at instead of its listen addresses (a NAT's, or a TCP
+    /// proxy's in front of it): announced alone, the listen addresses hidden from identify.
+    pub external: Vec<Multiaddr>,
+    /// Exchange attenuated Bloom-filter digests with neighbours (004 §3.2.2's fast path);
+    /// off, every lookup past the node's own store walks the DHT.
+    pub digests: bool,
     /// Cache providers whose objects this node accepts.
     pub trusted: Vec<PublicKey>,
     /// Distinct keys the Kademlia store holds provider records for (its own and others').
@@ -159,6 +165,8 @@ impl Default for NetConfig {
             bootstrap: Vec::new(),
             mdns: false,
             announce_listen_addrs: true,
+            external: Vec::new(),
+            digests: true,
             trusted: Vec::new(),
             max_provider_keys: 1 << 20,
             request_timeout: Duration::from_secs(10),
@@ -195,10 +203,10 @@ impl CoopBehaviour {
         );
         let mut kad = kad::Behaviour::with_config(peer, store, kcfg);
         kad.set_mode(Some(kad::Mode::Server));
-        let identify = identify::Behaviour::new(identify::Config::new(
-            IDENTIFY_VERSION.to_owned(),
-            key.public(),
-        ));
+        let identify = identify::Behaviour::new(
+            identify::Config::new(IDENTIFY_VERSION.to_owned(), key.public())
+                .with_hide_listen_addrs(!config.external.is_empty()),
+        );
         let mdns = Toggle::from(if config.mdns {
             Some(mdns::tokio::Behaviour::new(mdns::Config::default(), peer)?)
         } else {
@@ -663,9 +671,13 @@ impl EventLoop {
     pub async fn run(mut self) {
         let mut digest = tokio::time::interval(self.config.digest_every);
         digest.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let digests = self.config.digests;
+        for a in self.config.external.clone() {
+            self.swarm.add_external_address(a);
+        }
         loop {
             tokio::select! {
-                _ = digest.tick() => self.send_digests(),
+                _ = digest.tick(), if digests => self.send_digests(),
                 event = self.swarm.select_next_some() => self.on_event(event),
                 command = self.commands.recv() => match command {
                     Some(c) => self.on_command(c),
@@ -824,10 +836,14 @@ impl EventLoop {
             }
             Command::Addresses(done) => {
                 let me = *self.swarm.local_peer_id();
-                let addrs = self
-                    .swarm
-                    .listeners()
-                    .map(|a| a.clone().with(Protocol::P2p(me)))
+                let addrs = if self.config.external.is_empty() {
+                    self.swarm.listeners().cloned().collect::<Vec<_>>()
+                } else {
+                    self.config.external.clone()
+                };
+                let addrs = addrs
+                    .into_iter()
+                    .map(|a| a.with(Protocol::P2p(me)))
                     .collect();
                 let _ = done.send(addrs);
             }
@@ -838,7 +854,7 @@ impl EventLoop {
         match event {
             SwarmEvent::NewListenAddr { address, .. } => {
                 tracing::debug!(%address, "listening");
-                if self.config.announce_listen_addrs {
+                if self.config.announce_listen_addrs && self.config.external.is_empty() {
                     self.swarm.add_external_address(address);
                 }
             }

@@ -173,6 +173,9 @@ impl CoopNode {
             },
             "objects": objects,
             "lookups": self.lookups.json(),
+            "manager": self.manager.as_ref().map(|m| serde_json::json!({
+                "hints": m.hints_taken(),
+            })),
             "net": {
                 "served": g(&net.served),
                 "missed": g(&net.missed),
@@ -289,6 +292,8 @@ pub async fn start(settings: Settings) -> Result<Arc<CoopNode>, StartError> {
         listen: settings.p2p_listen.clone(),
         bootstrap: settings.bootstrap.clone(),
         mdns: settings.mdns,
+        external: settings.external.clone(),
+        digests: settings.digests,
         trusted: vec![settings.provider.clone()],
         ..NetConfig::default()
     };

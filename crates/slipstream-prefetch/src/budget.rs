@@ -29,6 +29,11 @@ use std::time::Duration;
 
 use rand::Rng;
 
+/// Paced, a list that comes this late after its slot still keeps the slots' schedule, so
+/// that a server which handles requests in batches (a worker that runs a millisecond at a
+/// time) loses none of its budget; the price is at most this long's worth of lists at once.
+pub const PACE_SLACK: Duration = Duration::from_millis(2);
+
 /// A refused client waits at most this many epochs.
 pub const MAX_WAIT_EPOCHS: u32 = 50;
 
@@ -186,9 +191,10 @@ impl Distributor {
                 let interval = Duration::from_secs_f64(
                     (self.doc_files as f64 / budget_per_s).min(f64::from(MAX_WAIT_EPOCHS) * 10.0),
                 );
-                // On schedule, the next slot follows this one's; after a pause, it follows now
-                // (no credit is saved up: a pause never turns into a burst).
-                let from = if now < self.next_list + interval {
+                // On schedule (within PACE_SLACK of it), the next slot follows this one's;
+                // after a longer pause it follows now: no more credit is saved up, so a pause
+                // never turns into a burst.
+                let from = if now < self.next_list + interval.max(PACE_SLACK) {
                     self.next_list
                 } else {
                     now

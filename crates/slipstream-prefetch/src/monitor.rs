@@ -77,7 +77,7 @@ impl Default for MonitorConfig {
             min_per_s: 0.0,
             max_per_s: 100_000.0,
             slow_start: true,
-            restart_after: 10,
+            restart_after: 3,
             validate: 2.0,
             validate_floor_per_s: 100.0,
         }
@@ -466,6 +466,7 @@ mod tests {
     fn slow_start_ends_when_probes_pass_half_the_threshold() {
         let mut m = Monitor::new(MonitorConfig {
             threshold: 10 * MS,
+            restart_after: 10,
             ..MonitorConfig::default()
         });
         for _ in 0..15 {

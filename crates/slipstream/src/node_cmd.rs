@@ -31,6 +31,13 @@ pub struct Args {
     /// Find peers on the LAN by mDNS.
     #[arg(long)]
     pub mdns: bool,
+    /// An address peers reach this node at (a NAT's or a TCP proxy's), announced instead of
+    /// the listen addresses; repeatable.
+    #[arg(long, value_name = "MULTIADDR")]
+    pub external: Vec<String>,
+    /// No Bloom-filter digests: every lookup past the node's own store walks the DHT.
+    #[arg(long)]
+    pub no_digests: bool,
     /// Keep the node's key and replicas here (they survive restarts).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -76,6 +83,8 @@ impl Args {
             .set_opt("coop.p2p_listen", list(&self.p2p_listen))
             .set_opt("coop.bootstrap", list(&self.bootstrap))
             .set_opt("coop.mdns", self.mdns.then_some(true))
+            .set_opt("coop.external", list(&self.external))
+            .set_opt("coop.digests", self.no_digests.then_some(false))
             .set_opt("coop.data_dir", path(&self.data_dir))
             .set_opt("coop.provider", self.provider.clone())
             .set_opt("coop.provider_key", path(&self.provider_key))

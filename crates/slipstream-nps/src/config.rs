@@ -128,7 +128,7 @@ impl Default for Config {
             samples_to_increase: 5,
             increase_per_s: 1.0,
             slow_start: true,
-            restart_after: 3,
+            restart_after: 10,
             max_budget_per_s: 100_000.0,
             validate_usage: 2.0,
             pace_lists: true,

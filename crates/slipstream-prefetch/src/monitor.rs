@@ -77,7 +77,7 @@ impl Default for MonitorConfig {
             min_per_s: 0.0,
             max_per_s: 100_000.0,
             slow_start: true,
-            restart_after: 3,
+            restart_after: 10,
             validate: 2.0,
             validate_floor_per_s: 100.0,
         }

@@ -253,6 +253,99 @@ fn a_restarted_node_keeps_its_identity_and_its_replicas() {
     assert!(cs.contains("hit; detail=store"), "{cs}");
 }
 
+/// A TCP forwarder to `upstream` on a port of its own, counting the connections it forwards
+/// (a NAT or a TCP proxy in front of a node, as Toxiproxy is in the experiments).
+fn forwarder(upstream: SocketAddr) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = std::net::TcpStream::connect(upstream) else {
+                continue;
+            };
+            seen.fetch_add(1, Ordering::SeqCst);
+            let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let (mut c, mut s) = (client, server);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c, &mut s);
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s2, &mut c2);
+                let _ = c2.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    (addr, count)
+}
+
+#[test]
+fn a_node_behind_a_forwarder_is_reached_only_through_its_external_address() {
+    use std::sync::atomic::Ordering;
+    let s = setup(&[("a.txt", "aaa\n")], &[]);
+    let url = format!("http://{}/a.txt", s.origin.addr);
+    // The gateway listens on a port of its own and announces only the forwarder's.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (front, forwarded) = forwarder(([127, 0, 0, 1], port).into());
+    let listen = format!("/ip4/127.0.0.1/tcp/{port}");
+    let external = format!("/ip4/127.0.0.1/tcp/{}", front.port());
+    let gateway = node(&[
+        "--provider-key",
+        &s.key,
+        "--role",
+        "gateway",
+        "--role",
+        "manager",
+        "--p2p-listen",
+        &listen,
+        "--external",
+        &external,
+        "--set",
+        "coop.spread_copies=0",
+    ]);
+    assert!(gateway.p2p.starts_with(&external), "{}", gateway.p2p);
+    let st = status(gateway.node.addr);
+    assert!(
+        st["addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a.as_str().unwrap().starts_with(&external)),
+        "{st}"
+    );
+    // B joins through the announced address; its miss makes the gateway's replica.
+    let b = node(&["--provider", &s.provider, "--bootstrap", &gateway.p2p]);
+    assert_eq!(fetch(b.node.addr, &url).0, 200);
+    wait_until(gateway.node.addr, "a replica", |s| holds(s, &url));
+    let through_b = forwarded.load(Ordering::SeqCst);
+    assert!(through_b >= 1);
+    // C knows only B; the provider record it finds names the gateway by its external
+    // address, so its fetch is a second connection through the forwarder.
+    let c = node(&["--provider", &s.provider, "--bootstrap", &b.p2p]);
+    // Until C's routing table reaches the record (a miss goes to the origin meanwhile).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (st, body, cs) = fetch(c.node.addr, &url);
+        assert_eq!((st, body.as_slice()), (200, &b"aaa\n"[..]));
+        if cs.contains("slipstream-coop; hit") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "C never found the replica: {cs}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        forwarded.load(Ordering::SeqCst) > through_b,
+        "C reached the gateway without the forwarder"
+    );
+}
+
 fn served(addr: SocketAddr) -> u64 {
     status(addr)["net"]["served"].as_u64().unwrap()
 }

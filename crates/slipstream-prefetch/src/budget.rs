@@ -57,8 +57,9 @@ pub struct Distributor {
     granted: u64,
     /// Whether lists are paced, one every D/B seconds.
     paced: bool,
-    /// Paced: the earliest time the next list may go out.
-    next_list: Duration,
+    /// Paced: the earliest time the next list may go out (`None` until the first request: a
+    /// budget starts with no credit, its first slot one interval after that request).
+    next_list: Option<Duration>,
     /// Totals since the start, for the status page.
     totals: Totals,
 }
@@ -87,7 +88,7 @@ impl Distributor {
             estimate: 0,
             granted: 0,
             paced: false,
-            next_list: Duration::ZERO,
+            next_list: None,
             totals: Totals::default(),
         }
     }
@@ -172,8 +173,16 @@ impl Distributor {
         let spent =
             self.granted > 0 && (self.granted + self.doc_files as u64) as f64 > per_epoch.ceil();
         let p = self.p(budget_per_s);
+        let interval = |b: f64| {
+            Duration::from_secs_f64(
+                (self.doc_files as f64 / b).min(f64::from(MAX_WAIT_EPOCHS) * 10.0),
+            )
+        };
+        if self.paced && budget_per_s > 0.0 && self.next_list.is_none() {
+            self.next_list = Some(now + interval(budget_per_s));
+        }
         let accept = if self.paced {
-            !spent && budget_per_s > 0.0 && now >= self.next_list
+            !spent && budget_per_s > 0.0 && self.next_list.is_some_and(|t| now >= t)
         } else {
             // 000 §3.3: requests beyond the estimate N wait for the next epoch; so do those
             // that would take the epoch's granted files beyond B·τ (a burst the estimate
@@ -182,22 +191,16 @@ impl Distributor {
             !over_estimate && !spent && rng.gen_bool(p)
         };
         if accept {
-            if self.paced {
-                let interval = Duration::from_secs_f64(
-                    (self.doc_files as f64 / budget_per_s).min(f64::from(MAX_WAIT_EPOCHS) * 10.0),
-                );
+            if let (true, Some(next)) = (self.paced, self.next_list) {
+                let interval = interval(budget_per_s);
                 // On schedule (within one interval of it), the next slot follows this one's;
                 // after a longer pause it follows now: no credit is saved up, so a pause never
                 // turns into a burst. (A slack of 2 ms, for a server that handles requests in
                 // batches, used nearly all of the budget's slots instead of ~60 %, and the
                 // monitor then grew the budget past the server's cliff at 800 documents/s:
                 // pilot 8.)
-                let from = if now < self.next_list + interval {
-                    self.next_list
-                } else {
-                    now
-                };
-                self.next_list = from + interval;
+                let from = if now < next + interval { next } else { now };
+                self.next_list = Some(from + interval);
             }
             self.granted += self.doc_files as u64;
             self.totals.lists += 1;
@@ -213,9 +216,18 @@ impl Distributor {
                 } else {
                     tau * (0.5 / p).min(f64::from(MAX_WAIT_EPOCHS - 1))
                 };
-                let slot = self.next_list.saturating_sub(now);
-                (slot + Duration::from_secs_f64(spread * rng.gen_range(0.0..1.0)))
-                    .max(Duration::from_millis(1))
+                let slot = self
+                    .next_list
+                    .map_or(Duration::ZERO, |t| t.saturating_sub(now));
+                let longest = self.epoch * MAX_WAIT_EPOCHS;
+                if slot >= longest {
+                    // A budget too small for a list within the longest wait: come back in
+                    // its second half, as an unpaced refusal with no budget does.
+                    longest.mul_f64(rng.gen_range(0.5..1.0))
+                } else {
+                    (slot + Duration::from_secs_f64(spread * rng.gen_range(0.0..1.0)))
+                        .clamp(Duration::from_millis(1), longest)
+                }
             } else {
                 self.wait(now, p, rng)
             };
@@ -365,7 +377,9 @@ mod tests {
                 }
             }
         }
-        assert_eq!(granted.len(), 100, "{granted:?}");
+        // The first slot is one interval after the first request.
+        assert_eq!(granted.len(), 99, "{granted:?}");
+        assert_eq!(granted[0], 10);
         assert!(granted.windows(2).all(|w| w[1] - w[0] == 10), "{granted:?}");
     }
 
@@ -373,7 +387,11 @@ mod tests {
     fn paced_a_pause_is_not_saved_up_as_a_burst() {
         let mut d = Distributor::new(100 * MS, 10).paced(true);
         let mut rng = StdRng::seed_from_u64(12);
-        assert_eq!(d.request(Duration::ZERO, 1000.0, &mut rng), Grant::List(10));
+        assert!(matches!(
+            d.request(Duration::ZERO, 1000.0, &mut rng),
+            Grant::Wait(_)
+        ));
+        assert_eq!(d.request(10 * MS, 1000.0, &mut rng), Grant::List(10));
         // Nobody asks for half a second; then two at once: one list, one wait of about the
         // interval (10 ms, spread by at most one more).
         assert_eq!(d.request(500 * MS, 1000.0, &mut rng), Grant::List(10));
@@ -381,6 +399,21 @@ mod tests {
             panic!("two lists at once after a pause");
         };
         assert!(w >= 10 * MS && w <= 20 * MS, "{w:?}");
+    }
+
+    #[test]
+    fn paced_a_budget_near_nothing_grants_nothing_and_sends_clients_away_for_long() {
+        let mut d = Distributor::new(100 * MS, 10).paced(true);
+        let mut rng = StdRng::seed_from_u64(15);
+        for i in 0..1000u32 {
+            let Grant::Wait(w) = d.request(i * MS, 0.001, &mut rng) else {
+                panic!("a list from a budget of 0.001 files/s");
+            };
+            assert!(
+                w >= 100 * MS * MAX_WAIT_EPOCHS / 2 && w <= 100 * MS * MAX_WAIT_EPOCHS,
+                "{w:?}"
+            );
+        }
     }
 
     #[test]

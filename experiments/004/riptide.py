@@ -128,11 +128,11 @@ class Toxi:
             raise RuntimeError(f"toxiproxy {method} {path}: {r.status} {data[:200]!r}")
         return data
 
-    def proxy(self, name, upstream_port, latency_ms=0.0, rate_kBps=None):
-        """A proxy to 127.0.0.1:upstream_port adding latency_ms each way; its port."""
+    def proxy(self, name, upstream_port, latency_ms=0.0, rate_kBps=None, host="127.0.0.1"):
+        """A proxy to host:upstream_port adding latency_ms each way; its port."""
         port = free_port()
         self.api("POST", "/proxies", {"name": name, "listen": f"127.0.0.1:{port}",
-                                      "upstream": f"127.0.0.1:{upstream_port}", "enabled": True})
+                                      "upstream": f"{host}:{upstream_port}", "enabled": True})
         if latency_ms > 0:
             for stream in ("upstream", "downstream"):
                 self.api("POST", f"/proxies/{name}/toxics",
@@ -158,10 +158,13 @@ class Lab:
         self.proxies = []
         self.work = tempfile.mkdtemp(prefix="riptide-")
         self.n = 0
+        self.undo = []
 
     def close(self):
         for p in reversed(self.procs):
             p.stop()
+        for cmd in self.undo:
+            subprocess.run(cmd, capture_output=True)
         for name in self.proxies:
             try:
                 self.toxi.drop(name)
@@ -172,10 +175,10 @@ class Lab:
         self.n += 1
         return f"{name}-{self.n}-{os.getpid()}"
 
-    def proxy(self, name, upstream, latency_ms=0.0, rate_kBps=None):
+    def proxy(self, name, upstream, latency_ms=0.0, rate_kBps=None, host="127.0.0.1"):
         name = self.uniq(name)
         self.proxies.append(name)
-        return self.toxi.proxy(name, upstream, latency_ms, rate_kBps)
+        return self.toxi.proxy(name, upstream, latency_ms, rate_kBps, host)
 
     def origin(self, site, max_age=600):
         port = free_port()
@@ -185,6 +188,43 @@ class Lab:
         self.procs.append(p)
         wait_http(port)
         return port
+
+    def shaped_origin(self, site, max_age, rate):
+        """An origin in a network namespace of its own whose only link sends at `rate` (tc
+        tbf on its side of a veth pair, so every connection shares it); its address."""
+        ns, outer, inner = f"rip{os.getpid()}", f"rip{os.getpid()}o", f"rip{os.getpid()}i"
+        net = f"10.231.{os.getpid() % 250}"
+        cmds = [["ip", "netns", "add", ns],
+                ["ip", "link", "add", outer, "type", "veth", "peer", "name", inner],
+                ["ip", "link", "set", inner, "netns", ns],
+                ["ip", "addr", "add", f"{net}.1/30", "dev", outer],
+                ["ip", "link", "set", outer, "up"],
+                ["ip", "netns", "exec", ns, "ip", "addr", "add", f"{net}.2/30", "dev", inner],
+                ["ip", "netns", "exec", ns, "ip", "link", "set", inner, "up"],
+                ["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"],
+                ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", inner, "root", "tbf",
+                 "rate", rate, "burst", "32kb", "latency", "400ms"]]
+        self.undo += [["ip", "link", "del", outer], ["ip", "netns", "del", ns]]
+        for c in cmds:
+            r = subprocess.run(c, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"{' '.join(c)}: {r.stderr.strip()} (needs root for a "
+                                   "network namespace and tc)")
+        port = 8080
+        p = Proc(["ip", "netns", "exec", ns, self.args.bin, "serve", site, "--listen",
+                  f"{net}.2:{port}", "--cache-control", f"max-age={max_age}", "--workers", "1"],
+                 self.uniq("origin"), self.work)
+        self.procs.append(p)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection((f"{net}.2", port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the shaped origin does not answer")
+                time.sleep(0.05)
+        return f"{net}.2", port
 
     def keygen(self):
         path = os.path.join(self.work, self.uniq("provider") + ".key")
@@ -197,10 +237,12 @@ class Lab:
         """A node whose p2p port is behind a Toxiproxy of latency_ms each way."""
         p2p_port = free_port()
         front = self.proxy(name, p2p_port, latency_ms)
+        data = os.path.join(self.work, self.uniq(name))
+        os.makedirs(data)
         args = [self.args.bin, "node", "--listen", "127.0.0.1:0",
                 "--p2p-listen", f"/ip4/127.0.0.1/tcp/{p2p_port}",
                 "--external", f"/ip4/127.0.0.1/tcp/{front}",
-                "--data-dir", os.path.join(self.work, self.uniq(name))]
+                "--data-dir", data]
         args += ["--provider-key", key] if key else ["--provider", provider]
         for r in roles:
             args += ["--role", r]
@@ -274,9 +316,11 @@ class Client:
             if self.conn is None:
                 self.conn = http.client.HTTPConnection(*self.addr, timeout=30)
             target = url if self.proxied else "/" + url.split("/", 3)[3]
+            h = {"Host": url.split("/", 3)[2]}
+            h.update(headers or {})
             try:
                 t0 = time.perf_counter()
-                self.conn.request("GET", target, headers=headers or {})
+                self.conn.request("GET", target, headers=h)
                 r = self.conn.getresponse()
                 body = r.read()
                 dt = time.perf_counter() - t0
@@ -308,7 +352,7 @@ def pct(xs, q):
 
 def write_csv(path, header, rows):
     with open(path, "w", newline="") as f:
-        w = csv.writer(f)
+        w = csv.writer(f, lineterminator="\n")
         w.writerow(header)
         w.writerows(rows)
 
@@ -650,8 +694,10 @@ def fig23(args, toxi, out, rng):
             os.replace(tmp, doc)
 
         publish()
-        origin = lab.origin(site, max_age=5)
-        slow = lab.proxy("slow", origin, args.wan_ms, rate_kBps=1250)
+        # The origin's link is shared by every connection (a per-connection Toxiproxy
+        # bandwidth toxic would give each its own 10 Mbit/s): tc tbf in a namespace.
+        host, port = lab.shaped_origin(site, 5, "10mbit")
+        slow = lab.proxy("slow", port, args.wan_ms, host=host)
         url = f"http://127.0.0.1:{slow}/news.html"
         key, provider = lab.keygen()
         lat = {"gateway": 3.0, "cache": [rng.uniform(1.0, 3.5) for _ in range(2)],
@@ -681,7 +727,10 @@ def fig23(args, toxi, out, rng):
                     else:
                         cl = Client(clients[i % len(clients)]["http"])
                     while not stop.is_set():
-                        dt, st, size, cs = cl.get(url)
+                        try:
+                            dt, st, size, cs = cl.get(url)
+                        except (http.client.HTTPException, OSError):
+                            dt, st, cs = 0.0, 0, "error"
                         with lock:
                             done.append((time.monotonic(), dt, st, detail(cs)))
 
@@ -713,7 +762,7 @@ def fig23(args, toxi, out, rng):
                 xs = sorted(r[2] for r in rows if r[0] == system and r[1] == n_clients)
                 for i, x in enumerate(xs):
                     if i % max(1, len(xs) // 50) == 0 or i == len(xs) - 1:
-                        cdf.append((f"{system}, {n_clients} clients", x,
+                        cdf.append((f"{system}-{n_clients}", x,
                                     round((i + 1) / len(xs), 4)))
         write_csv(os.path.join(out, "fig23.csv"), ["series", "latency_ms", "fraction"], cdf)
     finally:

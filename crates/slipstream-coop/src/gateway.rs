@@ -29,16 +29,6 @@ pub fn service_guid(provider: &PublicKey) -> Guid {
 
 /// Whether two responses say the same: status, body and head, leaving out the fields that
 /// change with every response (`Date`, `Age`).
-fn same_content(a: &crate::object::Object, b: &crate::object::Object) -> bool {
-    let head = |o: &crate::object::Object| -> Vec<(String, Vec<u8>)> {
-        o.headers
-            .iter()
-            .filter(|(n, _)| n != "date" && n != "age")
-            .cloned()
-            .collect()
-    };
-    a.status == b.status && a.body == b.body && head(a) == head(b)
-}
 
 /// A gateway for one cache provider.
 #[derive(Debug, Clone)]
@@ -105,13 +95,13 @@ impl Gateway {
         let guid = Guid::new(&self.provider.public(), url);
         let held = self.client.store().get(&guid);
         let version = held.as_ref().map_or(1, |h| h.object.version + 1);
-        let object = rules::capture(&req_parts, &parts, body, requested_at, received_at, version)
-            .map_err(|e| format!("{url}: {e}"))?;
-        if held
-            .as_ref()
-            .is_some_and(|h| same_content(&h.object, &object))
-        {
-            return Ok(guid);
+        let mut object =
+            rules::capture(&req_parts, &parts, body, requested_at, received_at, version)
+                .map_err(|e| format!("{url}: {e}"))?;
+        if let Some(h) = held.as_ref().filter(|h| h.object.same_content(&object)) {
+            // Unchanged: the same version, its exchange times renewed, so that it is fresh
+            // again wherever it goes (the store replaces it in place; no past version).
+            object.version = h.object.version;
         }
         let signed = object.sign(&self.provider).map_err(|e| e.to_string())?;
         self.client.hold(signed).await?;
@@ -122,20 +112,25 @@ impl Gateway {
     /// replicas (004 §4.5). Returns the version pushed, if any.
     pub async fn refresh(&self, url: &str) -> Result<Option<u64>, String> {
         let guid = Guid::new(&self.provider.public(), url);
-        let before = self.client.store().version(&guid);
+        let before = self.client.store().get(&guid);
         self.insert(url).await?;
-        let after = self.client.store().version(&guid);
-        if before.is_none() || after == before {
-            return Ok(None);
-        }
         let Some(object) = self.client.store().get(&guid) else {
             return Ok(None);
         };
+        // A new version is an update; the same version with renewed times is a heartbeat
+        // (§5.4: replicas of unchanged content stay fresh instead of expiring between changes).
+        let pushed = before.is_some_and(|b| {
+            b.object.version != object.object.version
+                || b.object.received_at_ms != object.object.received_at_ms
+        });
+        if !pushed {
+            return Ok(None);
+        }
         if let Err(e) = self.client.push(&object).await {
             // No replica follows the site yet: nothing to update.
             tracing::debug!(%url, error = %e, "push not sent");
         }
-        Ok(after)
+        Ok(Some(object.object.version))
     }
 
     /// A monitor (§5.4): refreshes `url` every `period` until the task is dropped, so that a

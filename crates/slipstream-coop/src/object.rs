@@ -108,6 +108,19 @@ pub struct Object {
 }
 
 impl Object {
+    /// Whether `other` is the same response: status, body and header fields but `Date` and
+    /// `Age` (which a refetch changes).
+    pub fn same_content(&self, other: &Object) -> bool {
+        let head = |o: &Object| -> Vec<(String, Vec<u8>)> {
+            o.headers
+                .iter()
+                .filter(|(n, _)| n != "date" && n != "age")
+                .cloned()
+                .collect()
+        };
+        self.status == other.status && self.body == other.body && head(self) == head(other)
+    }
+
     /// Bytes it takes in a cache: body, URL and header fields.
     pub fn size(&self) -> u64 {
         let head: usize = self.headers.iter().map(|(n, v)| n.len() + v.len()).sum();

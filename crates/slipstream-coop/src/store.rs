@@ -280,12 +280,22 @@ impl Store {
         let size = object.object.size();
         let mut inner = self.inner.lock();
         let previous = inner.cache.peek(&guid).cloned();
-        if previous
-            .as_ref()
-            .is_some_and(|held| held.object.version >= object.object.version)
-        {
-            return Ok(Put::NotNewer);
-        }
+        let revalidated = match &previous {
+            Some(held) if held.object.version > object.object.version => return Ok(Put::NotNewer),
+            // The same version fetched again (a monitor's heartbeat, 004 §5.4): with later
+            // exchange times and the same content it replaces the held one in place, fresh
+            // again, and leaves no past version.
+            Some(held) if held.object.version == object.object.version => {
+                if object.object.received_at_ms <= held.object.received_at_ms
+                    || !held.object.same_content(&object.object)
+                {
+                    return Ok(Put::NotNewer);
+                }
+                true
+            }
+            _ => false,
+        };
+        let previous = if revalidated { None } else { previous };
         if inner.cache.plan(&guid, size).is_none() {
             inner.cache.record_refusal(size);
             return Ok(Put::Refused);
@@ -465,6 +475,31 @@ mod tests {
 
     fn lru() -> Policy {
         "lru".parse().unwrap()
+    }
+
+    #[test]
+    fn the_same_version_fetched_later_refreshes_in_place_and_leaves_no_past_version() {
+        let key = Keypair::generate_ed25519();
+        let s = Store::open(None, 10_000, lru()).unwrap();
+        let a = signed(&key, "http://o/a", 100, 3);
+        assert_eq!(s.put(a.clone()).unwrap(), Put::Stored);
+        let mut later = a.object.clone();
+        later.requested_at_ms += 5_000;
+        later.received_at_ms += 5_000;
+        let later = later.sign(&key).unwrap();
+        assert_eq!(s.put(later.clone()).unwrap(), Put::Stored);
+        assert_eq!(*s.get(&a.guid()).unwrap(), later);
+        assert_eq!(
+            s.versions(&a.guid()),
+            [(3, later.object.received_at_ms)],
+            "a heartbeat is not a past version"
+        );
+        // Not later, or other content under the same version: refused.
+        assert_eq!(s.put(a.clone()).unwrap(), Put::NotNewer);
+        let mut other = later.object.clone();
+        other.received_at_ms += 1;
+        other.body = bytes::Bytes::from_static(b"something else");
+        assert_eq!(s.put(other.sign(&key).unwrap()).unwrap(), Put::NotNewer);
     }
 
     #[test]

@@ -27,9 +27,6 @@ pub fn service_guid(provider: &PublicKey) -> Guid {
     Guid::new(provider, "slipstream:service:gateway")
 }
 
-/// Whether two responses say the same: status, body and head, leaving out the fields that
-/// change with every response (`Date`, `Age`).
-
 /// A gateway for one cache provider.
 #[derive(Debug, Clone)]
 pub struct Gateway {

@@ -86,6 +86,9 @@ pub enum CoopResponse {
     Inserted(#[serde(with = "serde_bytes")] Vec<u8>),
     /// A digest was taken.
     Ack,
+    /// A version asked for by time ([`CoopRequest::FetchAt`]): the object and when that
+    /// version was captured (Unix ms; a heartbeat renews the object's own times, not this).
+    ObjectAt(#[serde(with = "serde_bytes")] Vec<u8>, u64),
 }
 
 /// What a peer asks of a node's roles.
@@ -426,7 +429,7 @@ impl Client {
 
     /// Asks `peer` for `guid` and verifies what comes back against the trusted providers.
     pub async fn fetch(&self, peer: PeerId, guid: Guid) -> Result<SignedObject, FetchError> {
-        self.fetch_version(peer, guid, None).await
+        self.fetch_version(peer, guid, None).await.map(|(o, _)| o)
     }
 
     /// Asks `peer` for the version of `guid` that had arrived at its gateway by `at_ms` (Unix
@@ -436,24 +439,26 @@ impl Client {
         peer: PeerId,
         guid: Guid,
         at_ms: u64,
-    ) -> Result<SignedObject, FetchError> {
-        let object = self.fetch_version(peer, guid, Some(at_ms)).await?;
-        if object.object.received_at_ms > at_ms {
+    ) -> Result<(SignedObject, u64), FetchError> {
+        let (object, captured) = self.fetch_version(peer, guid, Some(at_ms)).await?;
+        if captured > at_ms {
             self.stats.rejected.fetch_add(1, Ordering::Relaxed);
             return Err(FetchError::Refused(format!(
                 "version {} is later than asked for",
                 object.object.version
             )));
         }
-        Ok(object)
+        Ok((object, captured))
     }
 
+    /// The object and when its version was captured (its own exchange time when the peer
+    /// does not say).
     async fn fetch_version(
         &self,
         peer: PeerId,
         guid: Guid,
         at_ms: Option<u64>,
-    ) -> Result<SignedObject, FetchError> {
+    ) -> Result<(SignedObject, u64), FetchError> {
         let answer = self
             .ask(|done| Command::Fetch {
                 peer,
@@ -464,10 +469,14 @@ impl Client {
             .await
             .unwrap_or_else(|| Err(GONE.to_owned()))
             .map_err(FetchError::Network)?;
+        let (answer, captured) = match answer {
+            CoopResponse::ObjectAt(bytes, t) => (CoopResponse::Object(bytes), Some(t)),
+            other => (other, None),
+        };
         match answer {
             CoopResponse::Miss => Err(FetchError::Miss),
             CoopResponse::Refused(why) => Err(FetchError::Refused(why)),
-            CoopResponse::Inserted(_) | CoopResponse::Ack => {
+            CoopResponse::Inserted(_) | CoopResponse::Ack | CoopResponse::ObjectAt(..) => {
                 Err(FetchError::Refused("an answer of another request".into()))
             }
             CoopResponse::Object(bytes) => {
@@ -479,7 +488,11 @@ impl Client {
                     self.stats.rejected.fetch_add(1, Ordering::Relaxed);
                     FetchError::Rejected(e)
                 })?;
-                Ok(object)
+                // A version is never captured after its object's exchange.
+                let captured = captured.map_or(object.object.received_at_ms, |t| {
+                    t.min(object.object.received_at_ms)
+                });
+                Ok((object, captured))
             }
         }
     }
@@ -1031,10 +1044,10 @@ impl EventLoop {
                     self.stats.malformed.fetch_add(1, Ordering::Relaxed);
                     CoopResponse::Refused(e.to_string())
                 }
-                Ok(guid) => match self.store.at(&guid, at_ms) {
-                    Some(object) => {
+                Ok(guid) => match self.store.at_captured(&guid, at_ms) {
+                    Some((object, captured)) => {
                         self.stats.served.fetch_add(1, Ordering::Relaxed);
-                        CoopResponse::Object(object.encode())
+                        CoopResponse::ObjectAt(object.encode(), captured)
                     }
                     None => {
                         self.stats.missed.fetch_add(1, Ordering::Relaxed);

@@ -136,6 +136,8 @@ impl CoopNode {
                     "url": o.object.url,
                     "version": o.object.version,
                     "versions_held": store.versions(&g).len(),
+                    // (version, captured at, Unix ms), oldest first.
+                    "versions": store.versions(&g),
                     "bytes": o.object.size(),
                 })
             })
@@ -402,8 +404,8 @@ impl BrowserProxy {
     fn memento(found: &roles::Found, url: &str) -> Response<Body> {
         let object = &found.object.object;
         let mut res = response_of(object);
-        let captured =
-            std::time::UNIX_EPOCH + std::time::Duration::from_millis(object.received_at_ms);
+        let captured = std::time::UNIX_EPOCH
+            + std::time::Duration::from_millis(found.captured_ms.unwrap_or(object.received_at_ms));
         let h = res.headers_mut();
         if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(captured)) {
             h.insert(HeaderName::from_static("memento-datetime"), v);

@@ -57,6 +57,8 @@ pub struct Found {
     pub via: Via,
     /// The object, verified.
     pub object: Arc<SignedObject>,
+    /// For a version asked for by time: when that version was captured (Unix ms).
+    pub captured_ms: Option<u64>,
 }
 
 /// Providers of `guid` ordered nearest first: measured RTTs ascending, unmeasured last.
@@ -79,15 +81,19 @@ async fn fetch_nearest(
 ) -> Option<Found> {
     for peer in nearest_first(client, peers).await {
         let fetched = match at_ms {
-            None => client.fetch(peer, guid).await,
-            Some(ms) => client.fetch_at(peer, guid, ms).await,
+            None => client.fetch(peer, guid).await.map(|o| (o, None)),
+            Some(ms) => client
+                .fetch_at(peer, guid, ms)
+                .await
+                .map(|(o, t)| (o, Some(t))),
         };
         match fetched {
-            Ok(object) => {
+            Ok((object, captured_ms)) => {
                 return Some(Found {
                     from: Some(peer),
                     via,
                     object: Arc::new(object),
+                    captured_ms,
                 })
             }
             Err(e) => tracing::debug!(%peer, error = %e, "a holder failed; the next"),
@@ -121,6 +127,7 @@ pub async fn lookup(
                 from: None,
                 via: Via::Store,
                 object,
+                captured_ms: None,
             });
         }
         // Neighbours that hold it themselves (level 0); a false positive costs one request.
@@ -154,11 +161,12 @@ pub async fn lookup_at(
 ) -> Option<Found> {
     for provider in providers {
         let guid = Guid::new(provider, url);
-        if let Some(object) = client.store().at(&guid, at_ms) {
+        if let Some((object, captured)) = client.store().at_captured(&guid, at_ms) {
             return Some(Found {
                 from: None,
                 via: Via::Store,
                 object,
+                captured_ms: Some(captured),
             });
         }
         let holders = client.find_providers(guid, 8, budget).await;

@@ -97,8 +97,13 @@ struct Inner {
     cache: Cache<Guid, Arc<SignedObject>>,
     /// The GUIDs the cache holds (it has no iterator).
     held: HashSet<Guid>,
-    /// Past versions of held objects, oldest first.
-    past: HashMap<Guid, VecDeque<Arc<SignedObject>>>,
+    /// Past versions of held objects, oldest first, each with the time it was captured.
+    past: HashMap<Guid, VecDeque<(u64, Arc<SignedObject>)>>,
+    /// When the current version of an object was captured: the exchange time of the first copy
+    /// of that version this store took. A heartbeat renews an object's exchange times (its
+    /// freshness) but not this, so time travel still finds a version by when it appeared.
+    /// After a restart it is the stored copy's exchange time (the last heartbeat before it).
+    captured: HashMap<Guid, u64>,
     stats: StoreStats,
 }
 
@@ -107,8 +112,9 @@ impl Inner {
     fn forget(&mut self, guids: &[Guid]) -> Vec<Vec<u8>> {
         let mut keys = Vec::new();
         for g in guids {
+            self.captured.remove(g);
             if let Some(old) = self.past.remove(g) {
-                keys.extend(old.iter().map(|o| version_key(g, o.object.version)));
+                keys.extend(old.iter().map(|(_, o)| version_key(g, o.object.version)));
             }
         }
         keys
@@ -132,6 +138,7 @@ impl Store {
             cache: Cache::new(config),
             held: HashSet::new(),
             past: HashMap::new(),
+            captured: HashMap::new(),
             stats: StoreStats {
                 capacity_bytes,
                 ..StoreStats::default()
@@ -216,14 +223,14 @@ impl Store {
                         .past
                         .entry(o.guid())
                         .or_default()
-                        .push_back(Arc::new(o)),
+                        .push_back((o.object.received_at_ms, Arc::new(o))),
                     None => doomed_versions.push(key),
                 }
             }
         }
         for (guid, list) in &mut inner.past {
             while list.len() > KEEP_VERSIONS {
-                if let Some(o) = list.pop_front() {
+                if let Some((_, o)) = list.pop_front() {
                     doomed_versions.push(version_key(guid, o.object.version));
                 }
             }
@@ -303,13 +310,21 @@ impl Store {
         // The version replaced becomes a past one; the oldest past ones beyond the bound go.
         let mut trimmed = Vec::new();
         if let Some(prev) = &previous {
+            let captured = inner
+                .captured
+                .get(&guid)
+                .copied()
+                .unwrap_or(prev.object.received_at_ms);
             let list = inner.past.entry(guid).or_default();
-            list.push_back(prev.clone());
+            list.push_back((captured, prev.clone()));
             while list.len() > KEEP_VERSIONS {
-                if let Some(o) = list.pop_front() {
+                if let Some((_, o)) = list.pop_front() {
                     trimmed.push(version_key(&guid, o.object.version));
                 }
             }
+        }
+        if !revalidated {
+            inner.captured.insert(guid, object.object.received_at_ms);
         }
         if let Some(db) = &self.db {
             db.write(|objects, versions| {
@@ -360,36 +375,52 @@ impl Store {
     /// milliseconds): the current one or a past one (time travel). A request: it counts for
     /// the replacement policy.
     pub fn at(&self, guid: &Guid, at_ms: u64) -> Option<Arc<SignedObject>> {
+        self.at_captured(guid, at_ms).map(|(o, _)| o)
+    }
+
+    /// [`Store::at`], with the time the version was captured (Unix milliseconds), which a
+    /// heartbeat does not move (the object's own exchange times are its last heartbeat's).
+    pub fn at_captured(&self, guid: &Guid, at_ms: u64) -> Option<(Arc<SignedObject>, u64)> {
         let mut inner = self.inner.lock();
         let current = match inner.cache.access(guid) {
             Access::Hit { value, .. } => value,
             Access::Miss => return None,
         };
-        if current.object.received_at_ms <= at_ms {
-            return Some(current);
+        let captured = inner
+            .captured
+            .get(guid)
+            .copied()
+            .unwrap_or(current.object.received_at_ms);
+        if captured <= at_ms {
+            return Some((current, captured));
         }
         inner
             .past
             .get(guid)?
             .iter()
             .rev()
-            .find(|o| o.object.received_at_ms <= at_ms)
-            .cloned()
+            .find(|(t, _)| *t <= at_ms)
+            .map(|(t, o)| (o.clone(), *t))
     }
 
-    /// The versions held of `guid`, oldest first: (version, when it arrived at the gateway).
+    /// The versions held of `guid`, oldest first: (version, when it was captured).
     pub fn versions(&self, guid: &Guid) -> Vec<(u64, u64)> {
         let inner = self.inner.lock();
         let Some(current) = inner.cache.peek(guid) else {
             return Vec::new();
         };
+        let captured = inner
+            .captured
+            .get(guid)
+            .copied()
+            .unwrap_or(current.object.received_at_ms);
         inner
             .past
             .get(guid)
             .into_iter()
             .flatten()
-            .chain(std::iter::once(current))
-            .map(|o| (o.object.version, o.object.received_at_ms))
+            .map(|(t, o)| (o.object.version, *t))
+            .chain(std::iter::once((current.object.version, captured)))
             .collect()
     }
 
@@ -491,15 +522,42 @@ mod tests {
         assert_eq!(*s.get(&a.guid()).unwrap(), later);
         assert_eq!(
             s.versions(&a.guid()),
-            [(3, later.object.received_at_ms)],
-            "a heartbeat is not a past version"
+            [(3, a.object.received_at_ms)],
+            "a heartbeat is not a past version, and the version's capture time stays"
         );
+        assert_eq!(*s.at(&a.guid(), a.object.received_at_ms).unwrap(), later);
         // Not later, or other content under the same version: refused.
         assert_eq!(s.put(a.clone()).unwrap(), Put::NotNewer);
         let mut other = later.object.clone();
         other.received_at_ms += 1;
         other.body = bytes::Bytes::from_static(b"something else");
         assert_eq!(s.put(other.sign(&key).unwrap()).unwrap(), Put::NotNewer);
+    }
+
+    #[test]
+    fn time_travel_finds_a_version_by_its_capture_not_its_last_heartbeat() {
+        let key = Keypair::generate_ed25519();
+        let s = Store::open(None, 10_000, lru()).unwrap();
+        let at = |o: &Object, t: u64| {
+            let mut o = o.clone();
+            o.requested_at_ms = t;
+            o.received_at_ms = t;
+            o.sign(&key).unwrap()
+        };
+        let v1 = signed(&key, "http://o/a", 100, 1).object;
+        assert_eq!(s.put(at(&v1, 1_000)).unwrap(), Put::Stored);
+        assert_eq!(s.put(at(&v1, 2_000)).unwrap(), Put::Stored);
+        assert_eq!(s.put(at(&v1, 3_000)).unwrap(), Put::Stored);
+        let mut v2 = v1.clone();
+        v2.version = 2;
+        v2.body = Bytes::from_static(b"tuesday");
+        assert_eq!(s.put(at(&v2, 5_000)).unwrap(), Put::Stored);
+        let guid = at(&v1, 0).guid();
+        assert_eq!(s.versions(&guid), [(1, 1_000), (2, 5_000)]);
+        assert_eq!(s.at(&guid, 1_500).unwrap().object.version, 1);
+        assert_eq!(s.at(&guid, 4_000).unwrap().object.version, 1);
+        assert_eq!(s.at(&guid, 5_000).unwrap().object.version, 2);
+        assert!(s.at(&guid, 999).is_none());
     }
 
     #[test]

@@ -537,6 +537,18 @@ def fig16(args, toxi, out, rng):
         lab.close()
 
 
+def one_file_site(args, lab, name, body):
+    """An origin serving one file behind the WAN proxy, and a new provider key:
+    (the WAN proxy's port, the key's path, the provider's id)."""
+    site = os.path.join(lab.work, "site")
+    os.makedirs(site)
+    with open(os.path.join(site, name), "w") as f:
+        f.write(body)
+    wan = lab.proxy("wan", lab.origin(site), args.wan_ms)
+    key, provider = lab.keygen()
+    return wan, key, provider
+
+
 def lookups(s):
     lk = s["lookups"]
     return sum(lk[k] for k in ("store", "nearby", "dht", "miss", "stale"))
@@ -549,13 +561,7 @@ def fig17(args, toxi, out, rng):
     """Managers join a running ring: M1 far, then M2 nearer, then M3 as near as M2."""
     lab = Lab(args, toxi)
     try:
-        site = os.path.join(lab.work, "site")
-        os.makedirs(site)
-        with open(os.path.join(site, "s.txt"), "w") as f:
-            f.write("s" * 2000)
-        origin = lab.origin(site)
-        wan = lab.proxy("wan", origin, args.wan_ms)
-        key, provider = lab.keygen()
+        wan, key, provider = one_file_site(args, lab, "s.txt", "s" * 2000)
         common = ["coop.spread_copies=0", "coop.lookup_budget_ms=2000"]
         g = lab.node("gateway", provider, 10.0, key=key, roles=("gateway",), sets=common)
         boot = [g["p2p"]]
@@ -622,13 +628,7 @@ def fig18(args, toxi, out, rng):
     """A flash crowd for one object; the manager spreads it; requests served per node."""
     lab = Lab(args, toxi)
     try:
-        site = os.path.join(lab.work, "site")
-        os.makedirs(site)
-        with open(os.path.join(site, "hot.html"), "w") as f:
-            f.write("h" * 8000)
-        origin = lab.origin(site)
-        wan = lab.proxy("wan", origin, args.wan_ms)
-        key, provider = lab.keygen()
+        wan, key, provider = one_file_site(args, lab, "hot.html", "h" * 8000)
         lat = {"gateway": 3.0, "cache": [rng.uniform(1.0, 3.5) for _ in range(4)],
                "client": [rng.uniform(1.0, 3.5) for _ in range(5)]}
         g, clients, nodes = ring(lab, provider, key, wan, lat, True, spread=args.spread,

@@ -70,25 +70,32 @@ if r:
     print("\nPaper (Fig. 16): 80 % of hits under 50 ms with the proxy cache, under ~120 ms with "
           "Riptide without Bloom filters; with them, some hits rival the proxy cache.\n")
 
+
+
+def table(title, header, cells):
+    """A markdown table under a heading; `cells` rows of strings."""
+    print(f"## {title}\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for c in cells:
+        print("| " + " | ".join(str(x) for x in c) + " |")
+    print()
+
+
 m = rows("memory.csv")
 if m:
-    print("## Memory per node (resident set)\n")
-    print("| system | node | RSS | objects held | object bytes |")
-    print("|---|---|---|---|---|")
-    for x in m:
-        print(f"| {x['system']} | {x['node']} | {int(x['rss_kib']) / 1024:.1f} MiB | "
-              f"{x['objects']} | {x['object_bytes']} |")
-    print()
+    table("Memory per node (resident set)",
+          ["system", "node", "RSS", "objects held", "object bytes"],
+          [(x["system"], x["node"], f"{int(x['rss_kib']) / 1024:.1f} MiB", x["objects"],
+            x["object_bytes"]) for x in m])
 
 lk = rows("lookups.csv")
 if lk:
-    print("## Lookups per node\n")
-    print("| system | node | lookups | per second (offered) | CPU s | lookups per CPU second |")
-    print("|---|---|---|---|---|---|")
-    for x in lk:
-        print(f"| {x['system']} | {x['node']} | {x['lookups']} | {x['lookups_per_s']} | "
-              f"{x['cpu_s']} | {x['lookups_per_cpu_s']} |")
-    print()
+    table("Lookups per node",
+          ["system", "node", "lookups", "per second (offered)", "CPU s",
+           "lookups per CPU second"],
+          [(x["system"], x["node"], x["lookups"], x["lookups_per_s"], x["cpu_s"],
+            x["lookups_per_cpu_s"]) for x in lk])
 
 f17 = rows("fig17.csv")
 if f17:

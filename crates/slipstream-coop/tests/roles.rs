@@ -91,7 +91,9 @@ async fn node(provider: &Keypair, bootstrap: Vec<Multiaddr>, role: Role) -> Node
     let swarm = Swarm::new_ephemeral_tokio(move |key| CoopBehaviour::new(&key, &c).unwrap());
     let store = Store::open(None, 1 << 20, "lru".parse().unwrap()).unwrap();
     let (mut event_loop, client) = EventLoop::new(swarm, config, Arc::new(store)).unwrap();
-    let queue = (role != Role::Plain).then(|| event_loop.accept_role_requests(16));
+    // The queue a `slipstream node` has (node.rs): a flood of 20 hints arriving in one burst
+    // must not find it full before the role task has started taking from it.
+    let queue = (role != Role::Plain).then(|| event_loop.accept_role_requests(64));
     tokio::spawn(event_loop.run());
     if let Some(queue) = queue {
         let (mut gateway, mut manager) = (None, None);

@@ -5,7 +5,7 @@ import csv
 import os
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 out = sys.argv[1] if len(sys.argv) > 1 else "docs/experiments/004"
 
@@ -23,64 +23,56 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-PAPER_T1 = {1024: (1.35, 23.30), 4096: (1.70, 24.07), 10240: (1.90, 24.40),
-            40960: (5.25, 25.35), 102400: (9.90, 38.81), 409600: (36.00, 63.35)}
-
-t = rows("table1.csv")
-if t:
-    print("## Table 1: proxy overhead by object size (mean of the requests, ms)\n")
-    print("| size | direct | through the node, transparent | overhead | hit in the node's store "
-          "| paper: direct | paper: proxy | paper: overhead |")
-    print("|---|---|---|---|---|---|---|---|")
-    by = defaultdict(list)
-    for r in t:
-        by[int(r["size_bytes"])].append(r)
-    for size in sorted(by):
-        d = statistics.mean(float(r["direct_ms"]) for r in by[size])
-        tr = statistics.mean(float(r["transparent_ms"]) for r in by[size])
-        h = statistics.mean(float(r["store_hit_ms"]) for r in by[size])
-        pd, pp = PAPER_T1.get(size, (float("nan"), float("nan")))
-        print(f"| {size:,} B | {d:.2f} | {tr:.2f} | +{tr - d:.2f} | {h:.2f} | {pd:.2f} | {pp:.2f} "
-              f"| +{pp - pd:.2f} |")
-    print(f"\n{len(by[min(by)])} requests per size and path, interleaved.\n")
-
-r = rows("fig16-requests.csv")
-if r:
-    print("## Fig. 16: hit latency (ms)\n")
-    print("| system | requests | p50 | p80 | p90 | p99 | mean | outcomes |")
-    print("|---|---|---|---|---|---|---|---|")
-    p80 = {}
-    for system in ("central", "riptide", "riptide-dht"):
-        xs = [float(x["latency_ms"]) for x in r if x["system"] == system]
-        if not xs:
-            continue
-        p80[system] = pct(xs, 0.8)
-        outcomes = defaultdict(int)
-        for x in r:
-            if x["system"] == system:
-                outcomes[x["outcome"]] += 1
-        oc = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
-        print(f"| {system} | {len(xs)} | {pct(xs, .5):.2f} | {pct(xs, .8):.2f} | "
-              f"{pct(xs, .9):.2f} | {pct(xs, .99):.2f} | {statistics.mean(xs):.2f} | {oc} |")
-    if "central" in p80:
-        for s in ("riptide", "riptide-dht"):
-            if s in p80:
-                print(f"\n{s}: p80 {p80[s] / p80['central']:.2f}× the central proxy's "
-                      f"(target ≤ 1.2× with the fast path).")
-    print("\nPaper (Fig. 16): 80 % of hits under 50 ms with the proxy cache, under ~120 ms with "
-          "Riptide without Bloom filters; with them, some hits rival the proxy cache.\n")
-
-
-
-def table(title, header, cells):
-    """A markdown table under a heading; `cells` rows of strings."""
+def table(title, header, cells, after=""):
+    """A markdown table under a heading; `cells` rows of values; `after` a paragraph below."""
     print(f"## {title}\n")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for c in cells:
         print("| " + " | ".join(str(x) for x in c) + " |")
-    print()
+    print(f"\n{after}\n" if after else "")
 
+
+PAPER_T1 = {1024: (1.35, 23.30), 4096: (1.70, 24.07), 10240: (1.90, 24.40),
+            40960: (5.25, 25.35), 102400: (9.90, 38.81), 409600: (36.00, 63.35)}
+
+t = rows("table1.csv")
+if t:
+    by = defaultdict(list)
+    for r in t:
+        by[int(r["size_bytes"])].append(r)
+    cells = []
+    for size in sorted(by):
+        d, tr, h = (statistics.mean(float(r[k]) for r in by[size])
+                    for k in ("direct_ms", "transparent_ms", "store_hit_ms"))
+        pd, pp = PAPER_T1.get(size, (float("nan"), float("nan")))
+        cells.append((f"{size:,} B", f"{d:.2f}", f"{tr:.2f}", f"+{tr - d:.2f}", f"{h:.2f}",
+                      f"{pd:.2f}", f"{pp:.2f}", f"+{pp - pd:.2f}"))
+    table("Table 1: proxy overhead by object size (mean of the requests, ms)",
+          ["size", "direct", "through the node, transparent", "overhead",
+           "hit in the node's store", "paper: direct", "paper: proxy", "paper: overhead"],
+          cells, f"{len(by[min(by)])} requests per size and path, interleaved.")
+
+r = rows("fig16-requests.csv")
+if r:
+    p80, cells = {}, []
+    for system in ("central", "riptide", "riptide-dht"):
+        xs = [float(x["latency_ms"]) for x in r if x["system"] == system]
+        if not xs:
+            continue
+        p80[system] = pct(xs, 0.8)
+        outcomes = Counter(x["outcome"] for x in r if x["system"] == system)
+        cells.append((system, len(xs), *(f"{pct(xs, q):.2f}" for q in (.5, .8, .9, .99)),
+                      f"{statistics.mean(xs):.2f}",
+                      ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))))
+    ratios = "".join(f"{s}: p80 {p80[s] / p80['central']:.2f}× the central proxy's "
+                     f"(target ≤ 1.2× with the fast path).\n\n"
+                     for s in ("riptide", "riptide-dht") if s in p80 and "central" in p80)
+    table("Fig. 16: hit latency (ms)",
+          ["system", "requests", "p50", "p80", "p90", "p99", "mean", "outcomes"], cells,
+          ratios + "Paper (Fig. 16): 80 % of hits under 50 ms with the proxy cache, under "
+          "~120 ms with Riptide without Bloom filters; with them, some hits rival the proxy "
+          "cache.")
 
 m = rows("memory.csv")
 if m:
@@ -99,35 +91,27 @@ if lk:
 
 f17 = rows("fig17.csv")
 if f17:
-    print("## Fig. 17: hints per cache manager per interval\n")
     managers = sorted({x["manager"] for x in f17})
-    print("| t (s) | " + " | ".join(managers) + " |")
-    print("|---|" + "---|" * len(managers))
     by = defaultdict(dict)
     for x in f17:
         by[float(x["t_s"])][x["manager"]] = x["hints"]
-    for t_s in sorted(by):
-        print(f"| {t_s:.0f} | " + " | ".join(by[t_s].get(mm, "") for mm in managers) + " |")
-    print()
+    table("Fig. 17: hints per cache manager per interval", ["t (s)", *managers],
+          [(f"{t_s:.0f}", *(by[t_s].get(mm, "") for mm in managers)) for t_s in sorted(by)])
 
 f19 = rows("fig19.csv")
 if f19:
-    print("## Figs. 18–19: requests served per node in the flash crowd\n")
-    print("| node | served |")
-    print("|---|---|")
-    for x in f19:
-        print(f"| {x['node']} | {x['served']} |")
-    print()
+    table("Figs. 18–19: requests served per node in the flash crowd", ["node", "served"],
+          [(x["node"], x["served"]) for x in f19])
 
 f24 = rows("fig24.csv")
-f23 = rows("fig23-requests.csv")
+f23 = rows("fig23-requests.csv") or []
 if f24:
-    print("## Figs. 23–24: behind a 10 Mbit/s origin link\n")
-    print("| system | clients | requests/s (sd) | p50 ms | p90 ms | p99 ms | failed |")
-    print("|---|---|---|---|---|---|---|")
+    cells = []
     for x in f24:
-        xs = [float(y["latency_ms"]) for y in (f23 or [])
+        xs = [float(y["latency_ms"]) for y in f23
               if y["system"] == x["system"] and y["clients"] == x["clients"]]
-        print(f"| {x['system']} | {x['clients']} | {x['requests_per_s']} ({x['sd']}) | "
-              f"{pct(xs, .5):.1f} | {pct(xs, .9):.1f} | {pct(xs, .99):.1f} | {x['failed']} |")
-    print()
+        cells.append((x["system"], x["clients"], f"{x['requests_per_s']} ({x['sd']})",
+                      *(f"{pct(xs, q):.1f}" for q in (.5, .9, .99)), x["failed"]))
+    table("Figs. 23–24: behind a 10 Mbit/s origin link",
+          ["system", "clients", "requests/s (sd)", "p50 ms", "p90 ms", "p99 ms", "failed"],
+          cells)

@@ -195,10 +195,9 @@ impl Distributor {
                 let interval = interval(budget_per_s);
                 // On schedule (within one interval of it), the next slot follows this one's;
                 // after a longer pause it follows now: no credit is saved up, so a pause never
-                // turns into a burst. (A slack of 2 ms, for a server that handles requests in
-                // batches, used nearly all of the budget's slots instead of ~60 %, and the
-                // monitor then grew the budget past the server's cliff at 800 documents/s:
-                // pilot 8.)
+                // turns into a burst. (With 2 ms of slack instead, the monitor grew the budget
+                // to 40,000–56,000 files/s and past the server's cliff at 800 documents/s:
+                // pilot 8, docs/experiments/000-nps.md.)
                 let from = if now < next + interval { next } else { now };
                 self.next_list = Some(from + interval);
             }

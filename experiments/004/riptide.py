@@ -67,17 +67,17 @@ class Proc:
 
     def wait_line(self, prefix, timeout=60):
         deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
+        while (left := deadline - time.monotonic()) > 0:
             try:
-                line = self.lines.get(timeout=max(left, 0.01))
+                line = self.lines.get(timeout=left)
             except queue.Empty:
-                line = None if left <= 0 else ""
-            if line is None or left <= 0:
-                tail = open(self.err_path).read()[-2000:]
-                raise RuntimeError(f"{self.name}: no line starting with {prefix!r}\n{tail}")
+                break
+            if line is None:
+                break
             if prefix in line:
                 return line
+        tail = open(self.err_path).read()[-2000:]
+        raise RuntimeError(f"{self.name}: no line starting with {prefix!r}\n{tail}")
 
     def rss_kib(self):
         with open(f"/proc/{self.p.pid}/status") as f:

@@ -4,6 +4,7 @@
 //! - [`nearest_first`]: which provider a browser proxy asks first, which in-tree node a new
 //!   replica joins, which peers a manager spreads a hot object to — measured RTT ascending,
 //!   unmeasured last (004 §3.2: the nearest replica).
+//! - [`spread_candidates`]: where a cache manager offers a hot object's new replicas.
 //! - [`HotCounter`]: the cache manager's count of hints per object and the moment an object
 //!   becomes hot (004 §4.4, §5.1: a flash crowd is spread over several replicas).
 
@@ -15,6 +16,20 @@ use std::time::Duration;
 /// equal RTTs keep their order.
 pub fn nearest_first<P>(peers: &mut [P], rtt: impl Fn(&P) -> Option<Duration>) {
     peers.sort_by_key(|p| rtt(p).unwrap_or(Duration::MAX));
+}
+
+/// Where a cache manager offers a hot object's new replicas, in order (004 §4.4, §5.1: a
+/// flash crowd is served by several replicas near the manager): the `peers` that do not hold
+/// it yet, nearest first by `rtt`. The manager goes down the list until it has made its copies
+/// (a peer may refuse).
+pub fn spread_candidates<P: PartialEq>(
+    peers: Vec<P>,
+    holders: &[P],
+    rtt: impl Fn(&P) -> Option<Duration>,
+) -> Vec<P> {
+    let mut candidates: Vec<P> = peers.into_iter().filter(|p| !holders.contains(p)).collect();
+    nearest_first(&mut candidates, rtt);
+    candidates
 }
 
 /// Objects a [`HotCounter`] tracks at most; past it, the counts start again (a manager sees
@@ -66,6 +81,13 @@ mod tests {
         let mut peers: Vec<usize> = (0..rtts.len()).collect();
         nearest_first(&mut peers, |&p| rtts[p]);
         assert_eq!(peers, [2, 0, 3, 1, 4]);
+    }
+
+    #[test]
+    fn spread_candidates_leave_out_holders_and_go_nearest_first() {
+        let rtts = [Some(9 * MS), Some(MS), None, Some(3 * MS)];
+        let c = spread_candidates(vec![0usize, 1, 2, 3], &[1], |&p| rtts[p]);
+        assert_eq!(c, [3, 0, 2]);
     }
 
     #[test]

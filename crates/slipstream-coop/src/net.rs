@@ -469,32 +469,26 @@ impl Client {
             .await
             .unwrap_or_else(|| Err(GONE.to_owned()))
             .map_err(FetchError::Network)?;
-        let (answer, captured) = match answer {
-            CoopResponse::ObjectAt(bytes, t) => (CoopResponse::Object(bytes), Some(t)),
-            other => (other, None),
+        let (bytes, captured) = match answer {
+            CoopResponse::Object(bytes) => (bytes, None),
+            CoopResponse::ObjectAt(bytes, t) => (bytes, Some(t)),
+            CoopResponse::Miss => return Err(FetchError::Miss),
+            CoopResponse::Refused(why) => return Err(FetchError::Refused(why)),
+            CoopResponse::Inserted(_) | CoopResponse::Ack => {
+                return Err(FetchError::Refused("an answer of another request".into()))
+            }
         };
-        match answer {
-            CoopResponse::Miss => Err(FetchError::Miss),
-            CoopResponse::Refused(why) => Err(FetchError::Refused(why)),
-            CoopResponse::Inserted(_) | CoopResponse::Ack | CoopResponse::ObjectAt(..) => {
-                Err(FetchError::Refused("an answer of another request".into()))
-            }
-            CoopResponse::Object(bytes) => {
-                let object = SignedObject::decode(&bytes).map_err(|e| {
-                    self.stats.rejected.fetch_add(1, Ordering::Relaxed);
-                    FetchError::Malformed(e)
-                })?;
-                object.verify(&self.trusted, Some(&guid)).map_err(|e| {
-                    self.stats.rejected.fetch_add(1, Ordering::Relaxed);
-                    FetchError::Rejected(e)
-                })?;
-                // A version is never captured after its object's exchange.
-                let captured = captured.map_or(object.object.received_at_ms, |t| {
-                    t.min(object.object.received_at_ms)
-                });
-                Ok((object, captured))
-            }
-        }
+        let object = SignedObject::decode(&bytes).map_err(|e| {
+            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            FetchError::Malformed(e)
+        })?;
+        object.verify(&self.trusted, Some(&guid)).map_err(|e| {
+            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            FetchError::Rejected(e)
+        })?;
+        // A version is never captured after its object's exchange.
+        let received = object.object.received_at_ms;
+        Ok((object, captured.map_or(received, |t| t.min(received))))
     }
 
     /// Neighbours whose digest may hold `guid`, with the level that matched (0: the

@@ -131,13 +131,14 @@ impl CoopNode {
             .filter_map(|g| store.peek(&g).map(|o| (g, o)))
             .take(200)
             .map(|(g, o)| {
+                let versions = store.versions(&g);
                 serde_json::json!({
                     "guid": g.to_hex(),
                     "url": o.object.url,
                     "version": o.object.version,
-                    "versions_held": store.versions(&g).len(),
+                    "versions_held": versions.len(),
                     // (version, captured at, Unix ms), oldest first.
-                    "versions": store.versions(&g),
+                    "versions": versions,
                     "bytes": o.object.size(),
                 })
             })

@@ -185,9 +185,9 @@ pub async fn hint_miss(
     url: &str,
     budget: Duration,
 ) -> Result<(PeerId, Guid), FetchError> {
-    // Several, so that the nearest is chosen, not the first found: a manager that starts
-    // nearer takes the hints from then on (004 Fig. 17). Off the request path, so the walk's
-    // length costs no client anything.
+    // Several, so that the nearest by measured RTT is chosen, not the first found (004 §6.5,
+    // Fig. 17: a manager that starts nearer should take the hints). Off the request path: the
+    // walk costs a hint permit, no client time.
     let managers = client
         .find_providers(manager_guid(provider), MANAGERS_COMPARED, budget)
         .await;
@@ -263,16 +263,13 @@ impl Manager {
     /// nodes that made one.
     pub async fn spread(&self, guid: Guid, copies: usize) -> Vec<PeerId> {
         let holders = self.client.find_providers(guid, 64, self.budget).await;
-        let peers: Vec<PeerId> = self
-            .client
-            .peers()
-            .await
-            .into_iter()
-            .map(|p| p.peer)
-            .filter(|p| !holders.contains(p))
-            .collect();
+        let peers = self.client.peers().await;
+        let candidates =
+            decide::spread_candidates(peers.iter().map(|p| p.peer).collect(), &holders, |p| {
+                peers.iter().find(|i| i.peer == *p).and_then(|i| i.rtt)
+            });
         let mut made = Vec::new();
-        for peer in nearest_first(&self.client, peers).await {
+        for peer in candidates {
             if made.len() >= copies {
                 break;
             }

@@ -31,7 +31,7 @@ use slipstream_sim::transit::{Node, Paths, Topology};
 use std::collections::{BTreeSet, BinaryHeap};
 use std::time::Duration;
 
-use crate::decide::{nearest_first, HotCounter};
+use crate::decide::{nearest_first, spread_candidates, HotCounter};
 
 /// Shortest paths from every node, computed once.
 #[derive(Debug)]
@@ -317,12 +317,7 @@ pub fn flash_crowd(
         };
         if hinted && hot.hint(0u8) {
             spread_at = Some(i);
-            let mut targets: Vec<Node> = stub
-                .iter()
-                .copied()
-                .filter(|n| !holders.contains(n))
-                .collect();
-            nearest_first(&mut targets, |&n| Some(all.rtt(manager, n)));
+            let targets = spread_candidates(stub.clone(), &holders, |&n| Some(all.rtt(manager, n)));
             holders.extend(targets.into_iter().take(copies));
         }
     }

@@ -108,6 +108,14 @@ struct Inner {
 }
 
 impl Inner {
+    /// When `held`, the current object of `guid`, was captured.
+    fn captured_at(&self, guid: &Guid, held: &SignedObject) -> u64 {
+        self.captured
+            .get(guid)
+            .copied()
+            .unwrap_or(held.object.received_at_ms)
+    }
+
     /// Forgets the past versions of `guids`; the keys to delete from disk.
     fn forget(&mut self, guids: &[Guid]) -> Vec<Vec<u8>> {
         let mut keys = Vec::new();
@@ -310,11 +318,7 @@ impl Store {
         // The version replaced becomes a past one; the oldest past ones beyond the bound go.
         let mut trimmed = Vec::new();
         if let Some(prev) = &previous {
-            let captured = inner
-                .captured
-                .get(&guid)
-                .copied()
-                .unwrap_or(prev.object.received_at_ms);
+            let captured = inner.captured_at(&guid, prev);
             let list = inner.past.entry(guid).or_default();
             list.push_back((captured, prev.clone()));
             while list.len() > KEEP_VERSIONS {
@@ -386,11 +390,7 @@ impl Store {
             Access::Hit { value, .. } => value,
             Access::Miss => return None,
         };
-        let captured = inner
-            .captured
-            .get(guid)
-            .copied()
-            .unwrap_or(current.object.received_at_ms);
+        let captured = inner.captured_at(guid, &current);
         if captured <= at_ms {
             return Some((current, captured));
         }
@@ -409,11 +409,7 @@ impl Store {
         let Some(current) = inner.cache.peek(guid) else {
             return Vec::new();
         };
-        let captured = inner
-            .captured
-            .get(guid)
-            .copied()
-            .unwrap_or(current.object.received_at_ms);
+        let captured = inner.captured_at(guid, current);
         inner
             .past
             .get(guid)

@@ -168,69 +168,85 @@ impl Distributor {
     pub fn request(&mut self, now: Duration, budget_per_s: f64, rng: &mut impl Rng) -> Grant {
         self.advance(now);
         self.arrived += 1;
-        let per_epoch = budget_per_s * self.epoch.as_secs_f64();
-        // Also when paced: no epoch grants more than B·τ files, or one list when that is less.
-        let spent =
-            self.granted > 0 && (self.granted + self.doc_files as u64) as f64 > per_epoch.ceil();
         let p = self.p(budget_per_s);
-        let interval = |b: f64| {
-            Duration::from_secs_f64(
-                (self.doc_files as f64 / b).min(f64::from(MAX_WAIT_EPOCHS) * 10.0),
-            )
-        };
-        if self.paced && budget_per_s > 0.0 && self.next_list.is_none() {
-            self.next_list = Some(now + interval(budget_per_s));
-        }
-        let accept = if self.paced {
-            !spent && budget_per_s > 0.0 && self.next_list.is_some_and(|t| now >= t)
+        let paced = self.paced && budget_per_s > 0.0;
+        let accept = if paced {
+            self.take_slot(now, budget_per_s)
         } else {
             // 000 §3.3: requests beyond the estimate N wait for the next epoch; so do those
             // that would take the epoch's granted files beyond B·τ (a burst the estimate
             // missed). A budget under one list an epoch is spent on average, through p.
             let over_estimate = self.arrived > self.estimate.max(1);
-            !over_estimate && !spent && rng.gen_bool(p)
+            !over_estimate && !self.spent(budget_per_s) && rng.gen_bool(p)
         };
         if accept {
-            if let (true, Some(next)) = (self.paced, self.next_list) {
-                let interval = interval(budget_per_s);
-                // On schedule (within one interval of it), the next slot follows this one's;
-                // after a longer pause it follows now: no credit is saved up, so a pause never
-                // turns into a burst. (With 2 ms of slack instead, the monitor grew the budget
-                // to 40,000–56,000 files/s and past the server's cliff at 800 documents/s:
-                // pilot 8, docs/experiments/000-nps.md.)
-                let from = if now < next + interval { next } else { now };
-                self.next_list = Some(from + interval);
-            }
             self.granted += self.doc_files as u64;
             self.totals.lists += 1;
             self.totals.files += self.doc_files as u64;
             Grant::List(self.doc_files)
         } else {
             self.totals.waits += 1;
-            let wait = if self.paced && budget_per_s > 0.0 {
-                let interval = self.doc_files as f64 / budget_per_s;
-                let tau = self.epoch.as_secs_f64();
-                let spread = if p >= 1.0 {
-                    interval.min(tau)
-                } else {
-                    tau * (0.5 / p).min(f64::from(MAX_WAIT_EPOCHS - 1))
-                };
-                let slot = self
-                    .next_list
-                    .map_or(Duration::ZERO, |t| t.saturating_sub(now));
-                let longest = self.epoch * MAX_WAIT_EPOCHS;
-                if slot >= longest {
-                    // A budget too small for a list within the longest wait: come back in
-                    // its second half, as an unpaced refusal with no budget does.
-                    longest.mul_f64(rng.gen_range(0.5..1.0))
-                } else {
-                    (slot + Duration::from_secs_f64(spread * rng.gen_range(0.0..1.0)))
-                        .clamp(Duration::from_millis(1), longest)
-                }
+            Grant::Wait(if paced {
+                self.paced_wait(now, budget_per_s, p, rng)
             } else {
                 self.wait(now, p, rng)
-            };
-            Grant::Wait(wait)
+            })
+        }
+    }
+
+    /// Whether another list would take the epoch's granted files beyond B·τ (one list always
+    /// goes when B·τ is less).
+    fn spent(&self, budget_per_s: f64) -> bool {
+        let per_epoch = budget_per_s * self.epoch.as_secs_f64();
+        self.granted > 0 && (self.granted + self.doc_files as u64) as f64 > per_epoch.ceil()
+    }
+
+    /// D/B, the time between paced lists (saturating: a budget near nothing has its next slot
+    /// out of reach).
+    fn interval(&self, budget_per_s: f64) -> Duration {
+        Duration::try_from_secs_f64(self.doc_files as f64 / budget_per_s).unwrap_or(Duration::MAX)
+    }
+
+    /// Paced: takes the slot due at `now`, if there is one and the epoch's B·τ allows.
+    fn take_slot(&mut self, now: Duration, budget_per_s: f64) -> bool {
+        let interval = self.interval(budget_per_s);
+        let next = *self.next_list.get_or_insert(now.saturating_add(interval));
+        if now < next || self.spent(budget_per_s) {
+            return false;
+        }
+        // On schedule (within one interval of it), the next slot follows this one's; after a
+        // longer pause it follows now: no credit is saved up, so a pause never turns into a
+        // burst. (With 2 ms of slack instead, the monitor grew the budget to 40,000–56,000
+        // files/s and past the server's cliff at 800 documents/s: pilot 8,
+        // docs/experiments/000-nps.md.)
+        let from = if now < next.saturating_add(interval) {
+            next
+        } else {
+            now
+        };
+        self.next_list = Some(from.saturating_add(interval));
+        true
+    }
+
+    /// Paced: how long a refused client waits (see [`Distributor::paced`]).
+    fn paced_wait(&self, now: Duration, budget_per_s: f64, p: f64, rng: &mut impl Rng) -> Duration {
+        let tau = self.epoch.as_secs_f64();
+        let spread = if p >= 1.0 {
+            self.interval(budget_per_s).as_secs_f64().min(tau)
+        } else {
+            tau * (0.5 / p).min(f64::from(MAX_WAIT_EPOCHS - 1))
+        };
+        let slot = self
+            .next_list
+            .map_or(Duration::ZERO, |t| t.saturating_sub(now));
+        let longest = self.epoch * MAX_WAIT_EPOCHS;
+        if slot >= longest {
+            // A budget too small for a list within the longest wait: come back in its second
+            // half, as an unpaced refusal with no budget does.
+            longest.mul_f64(rng.gen_range(0.5..1.0))
+        } else {
+            (slot + Duration::from_secs_f64(spread * rng.gen_range(0.0..1.0)))
+                .clamp(Duration::from_millis(1), longest)
         }
     }
 }

@@ -6,12 +6,20 @@
 //!
 //! Slow clients are bounded twice: hyper's header read timeout on HTTP/1.1, and an idle timeout
 //! on the socket itself that closes a connection whose reads or writes make no progress.
+//!
+//! When every connection slot is taken, the idle keep-alive connections are asked to close (as
+//! nginx frees its reusable connections): otherwise clients that keep connections open in a
+//! pool hold every slot while new connections wait in the kernel's accept queue until the idle
+//! timeout, and the server sits idle with its clients failing (seen in the NPS experiment,
+//! docs/experiments/000-nps.md: 10,000 connections held, the accept queue full, the server's
+//! CPU at a few per cent).
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -20,10 +28,9 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio::time::{Instant, Sleep};
 
 use crate::Body;
@@ -187,6 +194,79 @@ fn certified_key(cert: &Path, key: &Path) -> Result<Arc<rustls::sign::CertifiedK
     Ok(Arc::new(certified))
 }
 
+/// Asks open connections to finish what they have started and close: all of them at shutdown,
+/// the idle ones when every slot is taken.
+#[derive(Default)]
+struct Closing {
+    /// Set at shutdown: a connection that starts to wait after the wake-up still closes.
+    shutdown: AtomicBool,
+    /// Wakes every waiting connection to close once idle.
+    wake: Notify,
+    /// Connections open.
+    count: AtomicUsize,
+    /// Woken as each connection ends.
+    ended: Notify,
+}
+
+impl Closing {
+    /// Counts a connection open until the returned guard drops.
+    fn open(self: &Arc<Self>) -> Open {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        Open(self.clone())
+    }
+
+    /// Completes when no connection is open.
+    async fn drained(&self) {
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            ended.await;
+        }
+    }
+}
+
+/// One open connection in [`Closing`].
+struct Open(Arc<Closing>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::AcqRel);
+        self.0.ended.notify_waiters();
+    }
+}
+
+/// Drives the hyper connection `$conn` to its end; when `$open`'s [`Closing`] wakes it (or has
+/// shut down), asks it to close gracefully: at once if idle, else after its response in
+/// progress (HTTP/2: GOAWAY). A macro because the connection's type differs with TLS.
+macro_rules! serve_closing {
+    ($conn:expr, $open:expr) => {{
+        let conn = $conn;
+        tokio::pin!(conn);
+        let closing = &$open.0;
+        let mut asked = false;
+        loop {
+            let wake = closing.wake.notified();
+            tokio::pin!(wake);
+            wake.as_mut().enable();
+            if !asked && closing.shutdown.load(Ordering::Acquire) {
+                conn.as_mut().graceful_shutdown();
+                asked = true;
+            }
+            tokio::select! {
+                result = conn.as_mut() => break result,
+                () = wake, if !asked => {
+                    conn.as_mut().graceful_shutdown();
+                    asked = true;
+                }
+            }
+        }
+    }};
+}
+
 /// Serves `handler` on `listener` until `shutdown` completes, then drains: stops accepting
 /// (the listener is closed), asks every connection to finish what it has started (HTTP/1.1
 /// closes after the response in progress, HTTP/2 sends GOAWAY) and waits for them, for at most
@@ -215,9 +295,14 @@ pub async fn serve<H: Handler>(
     let builder = Arc::new(builder);
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_ip = PerIp::new(limits.max_connections_per_ip);
-    let graceful = GracefulShutdown::new();
+    let closing = Arc::new(Closing::default());
     tokio::pin!(shutdown);
     loop {
+        if permits.available_permits() == 0 {
+            // Full: idle keep-alive connections close now, busy ones after their response.
+            tracing::debug!("every connection slot taken: asking idle connections to close");
+            closing.wake.notify_waiters();
+        }
         let permit = tokio::select! {
             () = &mut shutdown => break,
             permit = permits.clone().acquire_owned() => match permit {
@@ -243,7 +328,7 @@ pub async fn serve<H: Handler>(
         };
         let _ = stream.set_nodelay(true);
         let (builder, handler, tls) = (builder.clone(), handler.clone(), tls.clone());
-        let watcher = graceful.watcher();
+        let open = closing.open();
         tokio::spawn(async move {
             let _ip_slot = ip_slot;
             // A connection that sends nothing is closed after the header deadline: hyper's own
@@ -267,9 +352,7 @@ pub async fn serve<H: Handler>(
             let result = match tls {
                 None => {
                     let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
-                    watcher
-                        .watch(builder.serve_connection_with_upgrades(io, service))
-                        .await
+                    serve_closing!(builder.serve_connection_with_upgrades(io, service), open)
                 }
                 Some(acceptor) => {
                     let accept =
@@ -277,9 +360,10 @@ pub async fn serve<H: Handler>(
                     match accept.await {
                         Ok(Ok(tls)) => {
                             let io = TokioIo::new(IdleTimeout::new(tls, limits.idle_timeout));
-                            watcher
-                                .watch(builder.serve_connection_with_upgrades(io, service))
-                                .await
+                            serve_closing!(
+                                builder.serve_connection_with_upgrades(io, service),
+                                open
+                            )
                         }
                         Ok(Err(e)) => Err(e.into()),
                         Err(_) => Err("TLS handshake timed out".into()),
@@ -293,15 +377,17 @@ pub async fn serve<H: Handler>(
         });
     }
     drop(listener);
-    let open = graceful.count();
+    let open = closing.count.load(Ordering::Acquire);
     if open > 0 {
         tracing::info!(connections = open, deadline = ?drain, "draining");
     }
-    match tokio::time::timeout(drain, graceful.shutdown()).await {
+    closing.shutdown.store(true, Ordering::Release);
+    closing.wake.notify_waiters();
+    match tokio::time::timeout(drain, closing.drained()).await {
         Ok(()) => 0,
         Err(_) => {
             tracing::warn!(deadline = ?drain, "drain deadline passed with connections open");
-            open.max(1)
+            closing.count.load(Ordering::Acquire).max(1)
         }
     }
 }
@@ -541,5 +627,44 @@ mod tests {
         // Another address is served.
         let answer = get_from("127.0.0.2", addr).await;
         assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_every_slot_is_taken_idle_keep_alive_connections_make_room() {
+        let limits = Limits {
+            max_connections: 2,
+            ..Limits::default()
+        };
+        let addr = start(limits).await;
+        // Two clients take both slots, each with one answered request, then keep the
+        // connection open and idle, as a client's pool does.
+        let mut idle = Vec::new();
+        for _ in 0..2 {
+            let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await
+                .expect("write");
+            let mut buf = [0u8; 256];
+            let n = s.read(&mut buf).await.expect("read");
+            assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+            idle.push(s);
+        }
+        // A third client is served long before the idle timeout would free a slot, and an
+        // idle connection was closed to make the room.
+        let t0 = tokio::time::Instant::now();
+        let answer = get_from("127.0.0.1", addr).await;
+        assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+        assert!(
+            t0.elapsed() < limits.header_read_timeout,
+            "{:?}",
+            t0.elapsed()
+        );
+        let mut closed = 0;
+        for s in &mut idle {
+            if until_closed(s).await.is_empty() {
+                closed += 1;
+            }
+        }
+        assert_eq!(closed, 2, "the idle connections were asked to close");
     }
 }

@@ -8,6 +8,9 @@
 //! probes_per_epoch = 5        # the sample is the mean of this many probes spread over the epoch
 //! doc_files = 10              # D: files in one hint list (one document's worth)
 //! pace_lists = true           # one list every D/B seconds, not the epoch's all at once
+//! pace_slack_ms = 2           # a paced slot taken up to this late keeps the schedule
+//! cpu_target = 0.8            # keep the node's CPU use under this fraction of what it may
+//!                             # use (its cgroup quota, its cores); 0: probes alone
 //! probe_path = "/"            # the representative object the monitor probes
 //! threshold_ms = "3ms"        # a probe slower than this means the server is loaded;
 //!                             # 0 (default): found at start-up, at the knee of the
@@ -71,6 +74,14 @@ pub struct Config {
     /// Pace hint lists, one every D/B seconds (false: the paper's rule, each request granted
     /// with probability p, so an epoch's lists go to its first requests at once).
     pub pace_lists: bool,
+    /// Paced: a slot taken up to this late keeps the schedule, in milliseconds (0: one
+    /// interval).
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub pace_slack_ms: u64,
+    /// Keep the node's CPU use under this fraction of the CPU it may use (its cgroup's quota,
+    /// the cores it may run on): above it the budget is cut in proportion. 0: the probes alone
+    /// (the paper's monitor).
+    pub cpu_target: f64,
     /// PPM order n (000 §6.3: 2).
     pub order: usize,
     /// PPM window w, in pages (000 §6.3: 10).
@@ -132,6 +143,8 @@ impl Default for Config {
             max_budget_per_s: 100_000.0,
             validate_usage: 2.0,
             pace_lists: true,
+            pace_slack_ms: 2,
+            cpu_target: 0.8,
             order: h.order,
             window: h.window,
             max_urls: h.max_urls,
@@ -180,6 +193,8 @@ pub struct Settings {
     pub probes_per_epoch: u32,
     /// Pace lists one every D/B seconds.
     pub pace_lists: bool,
+    /// How late a paced slot may be taken and keep the schedule.
+    pub pace_slack: Duration,
     /// The AIMD rule (its threshold is replaced at start-up when not configured).
     pub monitor: MonitorConfig,
     /// The predictor.
@@ -264,6 +279,15 @@ impl Config {
         if !(self.validate_usage == 0.0 || self.validate_usage >= 1.0) {
             return Err(refuse("validate_usage", "must be 0 (off) or at least 1"));
         }
+        if !(self.cpu_target.is_finite() && (0.0..=1.0).contains(&self.cpu_target)) {
+            return Err(refuse(
+                "cpu_target",
+                "must be between 0 (off) and 1 (all the CPU the node may use)",
+            ));
+        }
+        if self.pace_slack_ms > 1000 {
+            return Err(refuse("pace_slack_ms", "must be at most 1 s"));
+        }
         if !(1..=100).contains(&self.probes_per_epoch) {
             return Err(refuse("probes_per_epoch", "must be between 1 and 100"));
         }
@@ -316,6 +340,7 @@ impl Config {
             probe_timeout: Duration::from_millis(self.probe_timeout_ms),
             probes_per_epoch: self.probes_per_epoch,
             pace_lists: self.pace_lists,
+            pace_slack: Duration::from_millis(self.pace_slack_ms),
             monitor: MonitorConfig {
                 threshold: threshold.unwrap_or(Duration::from_millis(self.min_threshold_ms.max(1))),
                 samples_to_increase: self.samples_to_increase.max(1),
@@ -327,6 +352,7 @@ impl Config {
                 validate: self.validate_usage,
                 validate_floor_per_s: self.doc_files.max(1) as f64
                     / (self.epoch_ms.max(1) as f64 / 1000.0),
+                load_target: self.cpu_target,
             },
             model: HintsConfig {
                 order: self.order,
@@ -379,6 +405,13 @@ mod tests {
                 ..Config::default()
             }),
             "doc_files"
+        );
+        assert_eq!(
+            bad(Config {
+                cpu_target: 1.5,
+                ..Config::default()
+            }),
+            "cpu_target"
         );
     }
 }

@@ -15,6 +15,7 @@
 //! I/O; this crate gives them a clock, sockets and a lock.
 
 pub mod config;
+pub mod cpu;
 pub mod demand;
 pub mod hints;
 pub mod listener;
@@ -46,9 +47,12 @@ pub struct Sample {
     pub at_ms: u64,
     /// The probe's response time in microseconds, or `None` if it failed.
     pub rt_us: Option<u64>,
+    /// The node's CPU load over the epoch before it (a fraction of what it may use), if known.
+    pub load: Option<f64>,
     /// The budget after the sample, in files per second.
     pub budget_per_s: f64,
-    /// What the sample did: `none`, `increased`, `halved`, `outlier`, `reprobe`.
+    /// What the sample did: `none`, `increased`, `halved`, `outlier`, `reprobe`, `decayed`,
+    /// `cut` (for load).
     pub change: &'static str,
 }
 
@@ -137,7 +141,8 @@ impl Nps {
             control: Mutex::new(Control {
                 monitor,
                 distributor: Distributor::new(settings.epoch, settings.doc_files)
-                    .paced(settings.pace_lists),
+                    .paced(settings.pace_lists)
+                    .slack(settings.pace_slack),
                 rng: StdRng::from_entropy(),
                 samples: VecDeque::with_capacity(SAMPLES_KEPT),
                 curve: Vec::new(),
@@ -251,8 +256,9 @@ impl Nps {
         }
     }
 
-    /// Takes a probe's response time (`None`: failed) and says whether to probe again at once.
-    pub fn sample(&self, rt: Option<Duration>) -> Next {
+    /// Takes a probe's response time (`None`: failed) and the node's CPU load over the last
+    /// epoch (`None`: not known), and says whether to probe again at once.
+    pub fn sample(&self, rt: Option<Duration>, load: Option<f64>) -> Next {
         let now = self.started.elapsed();
         let mut c = self.control.lock();
         // The files granted since the last sample, per second, averaged over about a second.
@@ -267,6 +273,7 @@ impl Nps {
             let used = c.used_per_s;
             c.monitor.set_usage(used);
         }
+        c.monitor.set_load(load);
         let (next, change) = c.monitor.sample(rt);
         let change = match (next, change) {
             (Next::ProbeNow, _) => "reprobe",
@@ -274,11 +281,13 @@ impl Nps {
             (_, Change::Halved) => "halved",
             (_, Change::Outlier) => "outlier",
             (_, Change::Decayed) => "decayed",
+            (_, Change::Cut) => "cut",
             (_, Change::None) => "none",
         };
         let sample = Sample {
             at_ms: self.started.elapsed().as_millis() as u64,
             rt_us: rt.map(|d| d.as_micros() as u64),
+            load,
             budget_per_s: c.monitor.budget_per_s(),
             change,
         };

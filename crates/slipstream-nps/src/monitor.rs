@@ -54,6 +54,11 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
     let timeout = nps.settings().probe_timeout;
     let mut tick = tokio::time::interval(epoch);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // The node's CPU load over each epoch, beside the probes (`cpu_target`).
+    let mut meter = crate::cpu::CpuMeter::new();
+    if meter.is_none() && nps.settings().monitor.load_target > 0.0 {
+        tracing::warn!("prefetch monitor: the process's CPU time cannot be read here; cpu_target is ignored, the probes alone set the budget");
+    }
     loop {
         let start = tick.tick().await;
         // The epoch's sample: the mean of k probes spread over it. One probe sees the server
@@ -73,11 +78,12 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
             }
         }
         let sample = if failed { None } else { mean(&times) };
+        let load = meter.as_mut().and_then(|m| m.sample());
         // At most one re-probe per epoch (000 §3.3: "another probe immediately"), as strong a
         // sample as the one it checks: k probes at once, their mean. (One probe after a mean
         // of k over the threshold usually lands after the burst and calls it an outlier.) A
         // confirmed over-threshold sample ends the epoch.
-        if nps.sample(sample) == Next::ProbeNow {
+        if nps.sample(sample, load) == Next::ProbeNow {
             let mut again = Vec::with_capacity(k as usize);
             for _ in 0..k {
                 match probe(&client, &uri, timeout).await {
@@ -88,7 +94,7 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
                     }
                 }
             }
-            let next = nps.sample(mean(&again));
+            let next = nps.sample(mean(&again), load);
             debug_assert_eq!(next, Next::NextEpoch);
         }
     }

@@ -57,6 +57,9 @@ pub struct Distributor {
     granted: u64,
     /// Whether lists are paced, one every D/B seconds.
     paced: bool,
+    /// Paced: how late a slot may be taken and still keep the schedule (at least one
+    /// interval).
+    slack: Duration,
     /// Paced: the earliest time the next list may go out (`None` until the first request: a
     /// budget starts with no credit, its first slot one interval after that request).
     next_list: Option<Duration>,
@@ -88,6 +91,7 @@ impl Distributor {
             estimate: 0,
             granted: 0,
             paced: false,
+            slack: Duration::ZERO,
             next_list: None,
             totals: Totals::default(),
         }
@@ -100,6 +104,14 @@ impl Distributor {
     /// multiple of the lists.
     pub fn paced(mut self, paced: bool) -> Distributor {
         self.paced = paced;
+        self
+    }
+
+    /// Paced: a slot taken up to `slack` late keeps the schedule (the next slot follows it, not
+    /// the time it was taken), so that slots no client asked for just in time are not lost:
+    /// at most `slack`'s worth of lists can then go out at once. Zero: one interval.
+    pub fn slack(mut self, slack: Duration) -> Distributor {
+        self.slack = slack;
         self
     }
 
@@ -214,12 +226,12 @@ impl Distributor {
         if now < next || self.spent(budget_per_s) {
             return false;
         }
-        // On schedule (within one interval of it), the next slot follows this one's; after a
-        // longer pause it follows now: no credit is saved up, so a pause never turns into a
-        // burst. (With 2 ms of slack instead, the monitor grew the budget to 40,000–56,000
-        // files/s and past the server's cliff at 800 documents/s: pilot 8,
-        // docs/experiments/000-nps.md.)
-        let from = if now < next.saturating_add(interval) {
+        // On schedule (within the slack, or one interval, of it), the next slot follows this
+        // one's; after a longer pause it follows now: no more credit is saved up, so a pause
+        // never turns into a burst. (With 2 ms of slack and probes alone, the monitor grew the
+        // budget to 40,000–56,000 files/s and past the server's cliff at 800 documents/s:
+        // pilot 8, docs/experiments/000-nps.md. The node's load target keeps it from that.)
+        let from = if now < next.saturating_add(interval.max(self.slack)) {
             next
         } else {
             now
@@ -414,6 +426,32 @@ mod tests {
             panic!("two lists at once after a pause");
         };
         assert!(w >= 10 * MS && w <= 20 * MS, "{w:?}");
+    }
+
+    #[test]
+    fn paced_slack_keeps_slots_a_late_client_can_still_take() {
+        // One list every 10 ms; a client asks every 25 ms. Without slack a slot taken late
+        // resets the schedule and most slots are lost; with 30 ms of slack the late client
+        // takes the slots it missed, so over a second nearly the whole budget goes out,
+        // never more than the slack's worth (three lists) at once.
+        let run = |slack: Duration| {
+            let mut d = Distributor::new(100 * MS, 10).paced(true).slack(slack);
+            let mut rng = StdRng::seed_from_u64(16);
+            let mut burst = 0;
+            for ms in (0..1000u32).step_by(25) {
+                let mut now = 0;
+                while let Grant::List(_) = d.request(ms * MS, 1000.0, &mut rng) {
+                    now += 1;
+                }
+                burst = burst.max(now);
+            }
+            (d.totals().lists, burst)
+        };
+        let (without, _) = run(Duration::ZERO);
+        let (with, burst) = run(30 * MS);
+        assert_eq!(without, 39);
+        assert!(with >= 95, "{with} lists with slack");
+        assert!(burst <= 4, "{burst} lists at once");
     }
 
     #[test]

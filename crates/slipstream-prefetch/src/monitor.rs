@@ -33,6 +33,18 @@
 //!   probes see an idle server (seen: 40,000 files/s on a server that answers 30,000 in all),
 //!   and the next burst of hint requests is granted all of it at once. The caller reports the
 //!   use with [`Monitor::set_usage`]; `validate = 0` turns the rule off.
+//! - **The node's own load** (`load_target`): probes see a server's load only once it is
+//!   nearly saturated, too late near capacity (on our test server the probes stayed at
+//!   50–130 µs up to a collapse: docs/experiments/000-nps.md). The caller also reports the
+//!   node's CPU load each epoch, as a fraction of the CPU it may use ([`Monitor::set_load`]).
+//!   Over the target, the budget is cut in proportion (to the target over the load, from what
+//!   clients were granted lately when that is less than the budget), at most once every
+//!   [`LOAD_CUT_EVERY`] samples so that a cut is measured before the next, and it does not
+//!   grow. Under it, a growth step (after the paper's five good samples) multiplies the budget
+//!   by the target over the mean load since the last change, at most doubling it: large steps
+//!   far from the target, small ones near it, none past it; this replaces slow start and the
+//!   additive increase while the load is known. The probes keep their rule: a confirmed
+//!   sample over the threshold still halves the budget. `0` turns it off (the paper's rule).
 //! - **The threshold from the knee** ([`knee`]): the paper supplies thresholds by hand and names
 //!   picking them automatically as future work, noting that response time is "nearly constant
 //!   ... for low load followed by a sharp rise beyond the knee". [`knee`] finds that point on a
@@ -42,6 +54,10 @@ use std::time::Duration;
 
 /// The growth a step of a slow start restarted after an overload.
 const PROBE_GROWTH: f64 = 1.25;
+
+/// Samples between two cuts for load: the load of the epoch after a cut still holds part of
+/// the time before it.
+pub const LOAD_CUT_EVERY: u32 = 2;
 
 /// The monitor's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +82,9 @@ pub struct MonitorConfig {
     pub validate: f64,
     /// Added to the bound, in files per second (one list an epoch: D/τ).
     pub validate_floor_per_s: f64,
+    /// Keep the node's load (the fraction of its CPU it uses, [`Monitor::set_load`]) under
+    /// this; 0: off.
+    pub load_target: f64,
 }
 
 impl Default for MonitorConfig {
@@ -80,6 +99,7 @@ impl Default for MonitorConfig {
             restart_after: 10,
             validate: 2.0,
             validate_floor_per_s: 100.0,
+            load_target: 0.0,
         }
     }
 }
@@ -106,6 +126,8 @@ pub enum Change {
     Outlier,
     /// The budget was far above what clients used: decayed toward it (validation).
     Decayed,
+    /// The node's load was over its target: the budget was cut in proportion.
+    Cut,
 }
 
 /// The AIMD budget estimator. The budget is in prefetched files per second.
@@ -126,6 +148,12 @@ pub struct Monitor {
     restarted: bool,
     /// Files granted per second lately, as the caller last reported.
     used_per_s: f64,
+    /// The node's load over the last epoch, as the caller last reported.
+    load: Option<f64>,
+    /// The sum and count of the loads reported since the budget last changed.
+    load_since: (f64, u32),
+    /// Samples since the last cut for load.
+    since_cut: u32,
 }
 
 impl Monitor {
@@ -141,7 +169,34 @@ impl Monitor {
             increases: 0,
             restarted: false,
             used_per_s: 0.0,
+            load: None,
+            load_since: (0.0, 0),
+            since_cut: LOAD_CUT_EVERY,
         }
+    }
+
+    /// Reports the node's load over the last epoch: the CPU it used as a fraction of what it
+    /// may use (`None`: not known; the monitor then runs on probes alone).
+    pub fn set_load(&mut self, load: Option<f64>) {
+        self.load = load.filter(|l| l.is_finite() && *l >= 0.0);
+        if let Some(l) = self.load {
+            self.load_since.0 += l;
+            self.load_since.1 += 1;
+        }
+    }
+
+    /// The load and the target when a target is set and the load is known.
+    fn load_and_target(&self) -> Option<(f64, f64)> {
+        let target = self.config.load_target;
+        (target > 0.0).then_some(())?;
+        Some((self.load?, target))
+    }
+
+    /// Ends slow start (after an overload, or near one).
+    fn end_slow_start(&mut self) {
+        self.starting = false;
+        self.restarted = true;
+        self.increases = 0;
     }
 
     /// Reports how many files per second clients were granted lately (for validation).
@@ -188,11 +243,29 @@ impl Monitor {
     /// Takes one probe's response time; `None` is a probe that failed or timed out, which
     /// counts as over the threshold.
     pub fn sample(&mut self, rt: Option<Duration>) -> (Next, Change) {
+        self.since_cut = self.since_cut.saturating_add(1);
+        if let Some((load, target)) = self.load_and_target().filter(|(l, t)| l > t) {
+            // Over the load target: no growth, and a cut unless one was just made.
+            self.good = 0;
+            self.confirming = false;
+            self.end_slow_start();
+            self.load_since = (0.0, 0);
+            if self.since_cut < LOAD_CUT_EVERY {
+                return (Next::NextEpoch, Change::None);
+            }
+            self.since_cut = 0;
+            let from = if self.config.validate > 0.0 {
+                self.budget
+                    .min(self.used_per_s.max(self.config.validate_floor_per_s))
+            } else {
+                self.budget
+            };
+            self.budget = (from * (target / load).max(0.5)).max(self.config.min_per_s);
+            return (Next::NextEpoch, Change::Cut);
+        }
         let over = rt.is_none_or(|rt| rt > self.config.threshold);
         if self.starting && rt.is_none_or(|rt| rt > self.config.threshold / 2) {
-            self.starting = false;
-            self.restarted = true;
-            self.increases = 0;
+            self.end_slow_start();
         }
         if over {
             if !self.confirming {
@@ -203,10 +276,9 @@ impl Monitor {
             // count of five.
             self.confirming = false;
             self.good = 0;
-            self.starting = false;
-            self.increases = 0;
+            self.end_slow_start();
+            self.load_since = (0.0, 0);
             self.budget = (self.budget / 2.0).max(self.config.min_per_s);
-            self.restarted = true;
             return (Next::NextEpoch, Change::Halved);
         }
         let change = if self.confirming {
@@ -221,6 +293,8 @@ impl Monitor {
             return (Next::NextEpoch, change);
         }
         self.good = 0;
+        let (sum, n) = std::mem::take(&mut self.load_since);
+        let mean_load = (self.config.load_target > 0.0 && n > 0).then(|| sum / f64::from(n));
         let bound = self.validated_bound();
         if self.budget >= bound {
             // Unused budget: not grown, and decayed toward what is used (never below the
@@ -232,7 +306,15 @@ impl Monitor {
             }
             return (Next::NextEpoch, change);
         }
-        let grown = if self.starting {
+        let grown = if let Some(load) = mean_load {
+            // The node's load says how far the spare capacity reaches: B·T/L would bring the
+            // load to the target T if all of it came from prefetching, and less when part of it
+            // is demand, so a step never overshoots the target (up to the load's noise). It
+            // also replaces slow start: steps are large while the load is far under the target
+            // and shrink toward one file a second near it.
+            let factor = (self.config.load_target / load.max(1e-3)).clamp(1.0, 2.0);
+            (self.budget * factor).max(self.budget + self.config.increase_per_s)
+        } else if self.starting {
             // After an overload, how far the spare capacity now reaches is unknown: probe
             // upwards by a quarter a step, not by doubling (TCP's limited slow start, RFC
             // 3742, for the same reason), so that an overshoot costs a quarter of the budget
@@ -578,6 +660,84 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_load_target_cuts_and_grows_the_budget_in_proportion() {
+        let mut m = Monitor::new(MonitorConfig {
+            threshold: 10 * MS,
+            load_target: 0.8,
+            validate: 0.0,
+            ..MonitorConfig::default()
+        });
+        m.set_load(Some(0.2));
+        for _ in 0..25 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 32.0);
+        assert!(m.slow_starting());
+        // Probes still fast, but the node is at 1.0 of its CPU: cut to 0.8 of the budget, and
+        // no second cut until the first has been measured.
+        m.set_load(Some(1.0));
+        assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::Cut));
+        assert!((m.budget_per_s() - 25.6).abs() < 1e-9);
+        assert!(!m.slow_starting());
+        assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::None));
+        // Far over: cut by half at most.
+        m.set_load(Some(4.0));
+        assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::Cut));
+        assert!((m.budget_per_s() - 12.8).abs() < 1e-9);
+        // Near the target, a step grows the budget by target over load (16/15 at 0.75), and by
+        // at least one file a second.
+        m.set_load(Some(0.75));
+        for _ in 0..5 {
+            m.sample(Some(MS));
+        }
+        assert!(
+            (m.budget_per_s() - 13.8).abs() < 1e-9,
+            "{}",
+            m.budget_per_s()
+        );
+        // The mean load since the last change counts, not the last epoch's.
+        for load in [0.1, 0.1, 0.1, 0.1, 0.4] {
+            m.set_load(Some(load));
+            m.sample(Some(MS));
+        }
+        assert!(
+            (m.budget_per_s() - 27.6).abs() < 1e-9,
+            "{}",
+            m.budget_per_s()
+        );
+        // The probes keep their rule: a confirmed slow sample halves.
+        m.sample(Some(20 * MS));
+        assert_eq!(m.sample(Some(20 * MS)), (Next::NextEpoch, Change::Halved));
+        assert!(!m.slow_starting());
+        // An unknown load leaves the probes in charge.
+        m.set_load(None);
+        for _ in 0..50 {
+            m.sample(Some(MS));
+        }
+        assert!(m.slow_starting());
+    }
+
+    #[test]
+    fn a_cut_for_load_starts_from_what_clients_were_granted() {
+        let mut m = Monitor::new(MonitorConfig {
+            threshold: 10 * MS,
+            load_target: 0.5,
+            ..MonitorConfig::default()
+        });
+        m.set_usage(1000.0);
+        for _ in 0..55 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 2048.0);
+        // Clients take 300 files/s of it: the cut is from that, else it would not lower the
+        // load at all.
+        m.set_usage(300.0);
+        m.set_load(Some(1.0));
+        assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::Cut));
+        assert!((m.budget_per_s() - 150.0).abs() < 1e-9);
+    }
+
     proptest! {
         /// The budget stays within its bounds whatever the samples, and a confirmed overload
         /// never raises it.
@@ -587,21 +747,24 @@ mod tests {
             min in 0.0f64..5.0,
             max in 5.0f64..500.0,
             slow_start: bool,
+            loads in proptest::collection::vec(proptest::option::of(0.0f64..3.0), 300),
         ) {
             let mut m = Monitor::new(MonitorConfig {
                 threshold: 10 * MS,
                 min_per_s: min,
                 max_per_s: max,
                 slow_start,
+                load_target: 0.8,
                 ..MonitorConfig::default()
             });
-            for s in samples {
+            for (s, load) in samples.into_iter().zip(loads) {
+                m.set_load(load);
                 let before = m.budget_per_s();
                 let (_, change) = m.sample(s.map(|ms| ms * MS));
                 let after = m.budget_per_s();
                 prop_assert!(after >= min && after <= max, "{after} outside [{min}, {max}]");
                 match change {
-                    Change::Halved | Change::Decayed => prop_assert!(after <= before),
+                    Change::Halved | Change::Decayed | Change::Cut => prop_assert!(after <= before),
                     Change::Increased => prop_assert!(after > before),
                     _ => prop_assert_eq!(after, before),
                 }

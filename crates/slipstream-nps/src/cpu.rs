@@ -1,0 +1,225 @@
+//! The node's own load: the CPU its process used over an epoch, as a fraction of the CPU it may
+//! use (its cgroup's quota, and the cores it may run on).
+//!
+//! The paper's monitor sees load only through probes (000 §3.3). A probe's response time stays
+//! flat until the server is nearly saturated and then rises within an epoch or two (on this
+//! machine: 50–130 µs right up to a collapse, docs/experiments/000-nps.md), so no threshold
+//! warns in time; near capacity an open-loop load then leaves a backlog that never drains. The
+//! process's CPU use rises in proportion to the load it serves, well before the cliff, so the
+//! monitor also keeps it under a target ([`slipstream_prefetch::monitor::MonitorConfig::load_target`]).
+//!
+//! Linux only: CPU time from `/proc/self/task/*/schedstat` (nanoseconds on CPU per thread), the
+//! allowance from `/proc/self/cgroup` and the cgroup files (v1 `cpu.cfs_quota_us` and
+//! `cpu.cfs_period_us`, v2 `cpu.max`). Elsewhere [`CpuMeter::new`] is `None` and the monitor
+//! runs on probes alone.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How often the allowance is read again (a process can be moved into a cgroup, or its quota
+/// changed, while it runs).
+const ALLOWANCE_EVERY: Duration = Duration::from_secs(1);
+
+/// Measures the process's CPU load between calls to [`CpuMeter::sample`].
+#[derive(Debug)]
+pub struct CpuMeter {
+    /// CPU nanoseconds per thread at the last sample.
+    threads: HashMap<u32, u64>,
+    at: Instant,
+    allowance: f64,
+    allowance_at: Instant,
+}
+
+impl CpuMeter {
+    /// A meter starting now, or `None` where the process's CPU time cannot be read.
+    pub fn new() -> Option<CpuMeter> {
+        let threads = thread_times()?;
+        let now = Instant::now();
+        Some(CpuMeter {
+            threads,
+            at: now,
+            allowance: allowance(),
+            allowance_at: now,
+        })
+    }
+
+    /// The CPU the process may use, in cores, as last read.
+    pub fn allowance(&self) -> f64 {
+        self.allowance
+    }
+
+    /// The load since the last call: CPU time used over the time passed times the allowance
+    /// (1.0: every bit of CPU the process may have). `None` when it cannot be read or no time
+    /// has passed. A thread that ended since the last call loses its last slice (its CPU time
+    /// is gone with it), so the load is at worst slightly under.
+    pub fn sample(&mut self) -> Option<f64> {
+        let now = Instant::now();
+        if now.duration_since(self.allowance_at) >= ALLOWANCE_EVERY {
+            self.allowance = allowance();
+            self.allowance_at = now;
+        }
+        let threads = thread_times()?;
+        let used: u64 = threads
+            .iter()
+            .map(|(tid, ns)| ns.saturating_sub(self.threads.get(tid).copied().unwrap_or(0)))
+            .sum();
+        let wall = now.duration_since(self.at).as_secs_f64();
+        self.threads = threads;
+        self.at = now;
+        (wall > 0.0 && self.allowance > 0.0).then(|| used as f64 / 1e9 / wall / self.allowance)
+    }
+}
+
+/// Each thread's CPU time, in nanoseconds.
+fn thread_times() -> Option<HashMap<u32, u64>> {
+    let mut times = HashMap::new();
+    for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        // A thread may end between the listing and the read.
+        if let Some(ns) = std::fs::read_to_string(entry.path().join("schedstat"))
+            .ok()
+            .and_then(|s| parse_schedstat(&s))
+        {
+            times.insert(tid, ns);
+        }
+    }
+    (!times.is_empty()).then_some(times)
+}
+
+/// The first field of a `schedstat` line: nanoseconds on CPU.
+fn parse_schedstat(s: &str) -> Option<u64> {
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// The CPU the process may use, in cores: the cores it may run on, and no more than its
+/// cgroups' quotas.
+pub fn allowance() -> f64 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let quota = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|s| cgroup_quota(&s, Path::new("/sys/fs/cgroup")));
+    quota.map_or(cores, |q| q.min(cores))
+}
+
+/// The smallest CPU quota (in cores) on the process's cgroup path or above it, for the
+/// `/proc/self/cgroup` text `cgroups` with the cgroup file systems under `root`; `None` if no
+/// quota is set.
+fn cgroup_quota(cgroups: &str, root: &Path) -> Option<f64> {
+    let mut quotas = Vec::new();
+    for line in cgroups.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if id == "0" && controllers.is_empty() {
+            // cgroup v2: one hierarchy, mounted at the root or at `unified` beside v1's.
+            for base in [root.to_path_buf(), root.join("unified")] {
+                quotas.extend(walk_up(&base, path, |dir| {
+                    parse_cpu_max(&std::fs::read_to_string(dir.join("cpu.max")).ok()?)
+                }));
+            }
+        } else if controllers.split(',').any(|c| c == "cpu") {
+            for base in [root.join("cpu"), root.join(controllers)] {
+                quotas.extend(walk_up(&base, path, |dir| {
+                    let quota = std::fs::read_to_string(dir.join("cpu.cfs_quota_us")).ok()?;
+                    let period = std::fs::read_to_string(dir.join("cpu.cfs_period_us")).ok()?;
+                    parse_cfs(&quota, &period)
+                }));
+            }
+        }
+    }
+    quotas.into_iter().reduce(f64::min)
+}
+
+/// `read` at `base/path` and at each directory above it up to `base`.
+fn walk_up(base: &Path, path: &str, read: impl Fn(&Path) -> Option<f64>) -> Vec<f64> {
+    let mut dir = PathBuf::from(path.trim_start_matches('/'));
+    let mut found = Vec::new();
+    loop {
+        found.extend(read(&base.join(&dir)));
+        if !dir.pop() {
+            return found;
+        }
+    }
+}
+
+/// cgroup v1: `cpu.cfs_quota_us` over `cpu.cfs_period_us`; `None` for no quota (-1).
+fn parse_cfs(quota: &str, period: &str) -> Option<f64> {
+    let quota: i64 = quota.trim().parse().ok()?;
+    let period: i64 = period.trim().parse().ok()?;
+    (quota > 0 && period > 0).then(|| quota as f64 / period as f64)
+}
+
+/// cgroup v2: `cpu.max` is `QUOTA PERIOD` or `max PERIOD`.
+fn parse_cpu_max(s: &str) -> Option<f64> {
+    let mut fields = s.split_whitespace();
+    let quota: f64 = fields.next()?.parse().ok()?;
+    let period: f64 = fields.next()?.parse().ok()?;
+    (quota > 0.0 && period > 0.0).then(|| quota / period)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quota_files_parse() {
+        assert_eq!(parse_cfs("50000\n", "100000\n"), Some(0.5));
+        assert_eq!(parse_cfs("-1\n", "100000\n"), None);
+        assert_eq!(parse_cfs("junk", "100000"), None);
+        assert_eq!(parse_cpu_max("150000 100000\n"), Some(1.5));
+        assert_eq!(parse_cpu_max("max 100000\n"), None);
+        assert_eq!(parse_cpu_max(""), None);
+        assert_eq!(parse_schedstat("534362626 156095 43\n"), Some(534_362_626));
+        assert_eq!(parse_schedstat(""), None);
+    }
+
+    #[test]
+    fn the_smallest_quota_on_the_path_counts() {
+        let root = std::env::temp_dir().join(format!("slipstream-cpu-{}", std::process::id()));
+        let write = |dir: &str, quota: &str, period: &str| {
+            let d = root.join(dir);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("cpu.cfs_quota_us"), quota).unwrap();
+            std::fs::write(d.join("cpu.cfs_period_us"), period).unwrap();
+        };
+        // v1: the group allows 1.5 cores, its parent 0.5.
+        write("cpu", "-1", "100000");
+        write("cpu/parent", "1000", "2000");
+        write("cpu/parent/nps", "3000", "2000");
+        let v1 = "12:pids:/\n3:cpu,cpuacct:/parent/nps\n1:memory:/x\n";
+        assert_eq!(cgroup_quota(v1, &root), Some(0.5));
+        // v2 beside it, at `unified`: 0.25 cores.
+        let d = root.join("unified/svc");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("cpu.max"), "25000 100000\n").unwrap();
+        assert_eq!(cgroup_quota(&format!("{v1}0::/svc\n"), &root), Some(0.25));
+        // Nothing set anywhere, or lines that are not cgroup lines.
+        assert_eq!(cgroup_quota("3:cpu:/elsewhere\nnot a line\n", &root), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_busy_thread_shows_as_load() {
+        let mut meter = CpuMeter::new().expect("/proc/self/task/*/schedstat on Linux");
+        let start = Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(200) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let load = meter.sample().expect("a load after 200 ms");
+        // One thread spinning for the whole interval: at least a core's worth over the
+        // allowance, less whatever the machine took from it.
+        assert!(
+            load * meter.allowance() > 0.5,
+            "load {load} × allowance {}",
+            meter.allowance()
+        );
+    }
+}

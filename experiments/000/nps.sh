@@ -23,7 +23,8 @@ WARM=${WARM:-15s}   # the monitor slow-starts from 1 file/s: about 8 s to reach 
 RUN=${RUN:-8s}
 SHARE=${SHARE:-50}
 PERIOD_US=${PERIOD_US:-2000}  # the CFS period; a capped server pauses at most (100 - SHARE) % of it
-THRESHOLDS=${THRESHOLDS:-"knee 1 3"}   # "knee": found at start-up; N: N ms
+THRESHOLDS=${THRESHOLDS:-"knee 3"}   # "knee": found at start-up; N: N ms
+CPU_TARGET=${CPU_TARGET:-}          # the monitor's prefetch.cpu_target (empty: the node's default)
 BURST_RATE=${BURST_RATE:-250}      # Fig. 6: the bursty load's mean, documents/s
 BURST_SECONDS=${BURST_SECONDS:-30} # and its length
 DOC_FILES=10
@@ -82,11 +83,13 @@ PY
 # measured run (its extra bench arguments after the policy), one line appended to CSV.
 one_run() {
   local rep=$1 rate=$2 policy=$3 out_csv=$4 tag=$5; shift 5
+  local target=()
+  [ -n "$CPU_TARGET" ] && target=(--set prefetch.cpu_target="$CPU_TARGET")
   case $policy in
     noprefetch) server=(--set prefetch.budget=unlimited); agents=off ;;
     noavoid-*) server=(--set prefetch.budget=unlimited); agents=${policy#noavoid-} ;;
-    monitor-knee) server=(--set prefetch.probe_path=/f000.html); agents=hinted ;;
-    monitor-*) t=${policy#monitor-}; server=(--set prefetch.threshold_ms="$t" --set prefetch.probe_path=/f000.html); agents=hinted ;;
+    monitor-knee) server=(--set prefetch.probe_path=/f000.html "${target[@]}"); agents=hinted ;;
+    monitor-*) t=${policy#monitor-}; server=(--set prefetch.threshold_ms="$t" --set prefetch.probe_path=/f000.html "${target[@]}"); agents=hinted ;;
   esac
   # The load generator is one address standing for thousands of clients: the per-address cap
   # on connections (a guard against one client taking every slot, 1,000 by default) would

@@ -9,7 +9,7 @@
 //! doc_files = 10              # D: files in one hint list (one document's worth)
 //! pace_lists = true           # one list every D/B seconds, not the epoch's all at once
 //! pace_slack_ms = 2           # a paced slot taken up to this late keeps the schedule
-//! cpu_target = 0.8            # keep the node's CPU use under this fraction of what it may
+//! cpu_target = 0.7            # keep the node's CPU use under this fraction of what it may
 //!                             # use (its cgroup quota, its cores); 0: probes alone
 //! probe_path = "/"            # the representative object the monitor probes
 //! threshold_ms = "3ms"        # a probe slower than this means the server is loaded;
@@ -144,7 +144,7 @@ impl Default for Config {
             validate_usage: 2.0,
             pace_lists: true,
             pace_slack_ms: 2,
-            cpu_target: 0.8,
+            cpu_target: 0.7,
             order: h.order,
             window: h.window,
             max_urls: h.max_urls,

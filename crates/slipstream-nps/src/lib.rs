@@ -335,6 +335,7 @@ impl Nps {
             "threshold_source": c.threshold_source,
             "startup_curve": c.curve.iter().map(|(x, us)| serde_json::json!([x, us])).collect::<Vec<_>>(),
             "budget_per_s": c.monitor.budget_per_s(),
+            "cpu_target": self.settings.monitor.load_target,
             "slow_start": c.monitor.slow_starting(),
             "p": c.distributor.p(c.monitor.budget_per_s()),
             "lists": totals.lists,

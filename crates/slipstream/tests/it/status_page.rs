@@ -189,10 +189,11 @@ fn a_prefetching_nodes_status_page_shows_its_monitor() {
     }
     let dom = status_dom(node.addr);
     assert!(
-        dom.contains("data-prefetch-drawn=\"3\""),
-        "the prefetch charts (budget, probes, bytes) were not all drawn:\n{dom}"
+        dom.contains("data-prefetch-drawn=\"4\""),
+        "the prefetch charts (budget, probes, load, bytes) were not all drawn:\n{dom}"
     );
     assert!(dom.contains("id=\"c-budget\""), "{dom}");
+    assert!(dom.contains("id=\"c-load\""), "{dom}");
     assert!(dom.contains("lists,"), "the budget's summary line:\n{dom}");
     assert!(
         dom.contains("<div id=\"error\"></div>"),

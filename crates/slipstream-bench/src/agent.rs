@@ -66,7 +66,11 @@ pub struct AgentPlan {
     /// A bursty load: second `i` of the run arrives at `rate_per_s × profile[i] / mean`
     /// (the profile repeats if the run is longer); empty, a constant rate.
     pub rate_profile: Vec<f64>,
-    /// No arrival after this long.
+    /// Arrivals before the measured run, not recorded: the clients, the server and the
+    /// connection pool reach their steady state in the same process as the measured run, at
+    /// the mean rate. Zero: measure from the first arrival.
+    pub warmup: Duration,
+    /// No arrival after this long (after the warm-up).
     pub duration: Duration,
     /// Clients in progress at most; an arrival beyond is counted as `overload`.
     pub max_in_flight: usize,
@@ -153,8 +157,26 @@ struct Counts {
 struct Shared {
     plan: AgentPlan,
     client: HttpClient,
+    /// What measured clients record.
+    measured: Sink,
+    /// What warm-up clients record (dropped).
+    warming: Sink,
+}
+
+/// Where a client records what it did.
+#[derive(Debug)]
+struct Sink {
     demand: Recorder,
     counts: Counts,
+}
+
+impl Sink {
+    fn new() -> Sink {
+        Sink {
+            demand: Recorder::new(),
+            counts: Counts::default(),
+        }
+    }
 }
 
 fn base_of(uri: &Uri) -> anyhow::Result<String> {
@@ -180,7 +202,7 @@ pub async fn run_agents(
     if plan.documents.is_empty() {
         bail!("no documents to request");
     }
-    let schedule = Schedule::new(plan.rate_per_s, &plan.rate_profile)?;
+    let schedule = Schedule::new(plan.rate_per_s, &plan.rate_profile)?.after(plan.warmup);
     let weights =
         WeightedIndex::new(plan.documents.iter().map(|(_, w)| *w)).context("document weights")?;
     base_of(&plan.base)?;
@@ -193,8 +215,8 @@ pub async fn run_agents(
     let shared = Arc::new(Shared {
         plan,
         client,
-        demand: Recorder::new(),
-        counts: Counts::default(),
+        measured: Sink::new(),
+        warming: Sink::new(),
     });
     let start = Instant::now();
     let mut offset = Duration::ZERO;
@@ -205,7 +227,8 @@ pub async fn run_agents(
     let mut tasks = tokio::task::JoinSet::new();
     let mut n: u32 = 0;
     let mut last_progress = start;
-    while let Some((arrival, after)) = schedule.next(offset, shared.plan.duration) {
+    let end = shared.plan.warmup + shared.plan.duration;
+    while let Some((arrival, after)) = schedule.next(offset, end) {
         offset = after;
         let at = start + arrival;
         tokio::time::sleep_until(at).await;
@@ -214,7 +237,7 @@ pub async fn run_agents(
             last_progress = Instant::now();
             on_progress(
                 start.elapsed(),
-                shared.demand.progress(start.elapsed()).completed,
+                shared.measured.demand.progress(start.elapsed()).completed,
             );
         }
         let first = weights.sample(&mut rng);
@@ -222,13 +245,24 @@ pub async fn run_agents(
         let doc: Vec<String> = (0..shared.plan.doc_files.max(1))
             .map(|i| docs[(first + i) % docs.len()].0.clone())
             .collect();
+        let measured = arrival >= shared.plan.warmup;
         let Ok(permit) = in_flight.clone().try_acquire_owned() else {
-            shared.demand.error(ErrorKind::Overload, 0);
+            let sink = if measured {
+                &shared.measured
+            } else {
+                &shared.warming
+            };
+            sink.demand.error(ErrorKind::Overload, 0);
             continue;
         };
         let shared = shared.clone();
         tasks.spawn(async move {
-            visit(&shared, &doc, at, n).await;
+            let sink = if measured {
+                &shared.measured
+            } else {
+                &shared.warming
+            };
+            visit(&shared, sink, &doc, at, n).await;
             drop(permit);
         });
         // Reap finished clients so the set stays as small as the clients in progress.
@@ -236,11 +270,14 @@ pub async fn run_agents(
     }
     while tasks.join_next().await.is_some() {}
     let elapsed = start.elapsed();
-    on_progress(elapsed, shared.demand.progress(elapsed).completed);
-    let c = &shared.counts;
+    on_progress(elapsed, shared.measured.demand.progress(elapsed).completed);
+    let c = &shared.measured.counts;
     Ok(AgentReport {
         window: shared.plan.duration,
-        demand: shared.demand.report(elapsed),
+        demand: shared
+            .measured
+            .demand
+            .report(elapsed.saturating_sub(shared.plan.warmup)),
         prefetches: c.prefetches.load(Ordering::Relaxed),
         prefetch_bytes: c.prefetch_bytes.load(Ordering::Relaxed),
         prefetch_errors: c.prefetch_errors.load(Ordering::Relaxed),
@@ -255,12 +292,20 @@ pub async fn run_agents(
 struct Schedule {
     /// Documents a second in each second of the profile (one entry: constant).
     rates: Vec<f64>,
+    /// The mean, the rate before `start`.
+    mean: f64,
+    /// The profile's first second begins here (after a warm-up).
+    start: Duration,
 }
 
 impl Schedule {
     fn new(mean: f64, profile: &[f64]) -> anyhow::Result<Schedule> {
         if profile.is_empty() {
-            return Ok(Schedule { rates: vec![mean] });
+            return Ok(Schedule {
+                rates: vec![mean],
+                mean,
+                start: Duration::ZERO,
+            });
         }
         if let Some(i) = profile.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
             bail!(
@@ -276,11 +321,24 @@ impl Schedule {
         let scale = mean * profile.len() as f64 / sum;
         Ok(Schedule {
             rates: profile.iter().map(|v| v * scale).collect(),
+            mean,
+            start: Duration::ZERO,
         })
     }
 
+    /// The same schedule with the mean rate for `warmup` first, the profile after it.
+    fn after(self, warmup: Duration) -> Schedule {
+        Schedule {
+            start: warmup,
+            ..self
+        }
+    }
+
     fn rate_at(&self, t: Duration) -> f64 {
-        self.rates[(t.as_secs() % self.rates.len() as u64) as usize]
+        match t.checked_sub(self.start) {
+            Some(t) => self.rates[(t.as_secs() % self.rates.len() as u64) as usize],
+            None => self.mean,
+        }
     }
 
     /// The arrival at or after `offset` (from the run's start) and the offset of the one after
@@ -294,7 +352,9 @@ impl Schedule {
             if rate > 0.0 {
                 return Some((offset, offset + Duration::from_secs_f64(1.0 / rate)));
             }
-            offset = Duration::from_secs(offset.as_secs() + 1);
+            // On to the profile's next second.
+            let into = offset.saturating_sub(self.start);
+            offset = self.start + Duration::from_secs(into.as_secs() + 1);
         }
     }
 }
@@ -338,7 +398,7 @@ async fn fetch(
 
 /// One client (the `n`-th): its document (`files[0]` is the page), then its prefetches. Each
 /// client has a user agent of its own, so the server tells them apart as it does browsers.
-async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
+async fn visit(shared: &Shared, sink: &Sink, files: &[String], arrived: Instant, n: u32) {
     let plan = &shared.plan;
     let client = format!("slipstream-agent/{n}");
     let client = client.as_str();
@@ -362,10 +422,10 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
         Err(kind) => Some(*kind),
     });
     if let Some(kind) = failed {
-        shared.demand.error(kind, bytes);
+        sink.demand.error(kind, bytes);
         return;
     }
-    shared.demand.success(arrived.elapsed(), bytes);
+    sink.demand.success(arrived.elapsed(), bytes);
     let doc = files[0].as_str();
     let turns = match plan.prefetching {
         Prefetching::Off => return,
@@ -378,7 +438,7 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
     let mut cache: HashSet<String> = files.iter().cloned().collect();
     let mut turn = 0usize;
     while turn < turns && Instant::now() < leave {
-        shared.counts.hint_requests.fetch_add(1, Ordering::Relaxed);
+        sink.counts.hint_requests.fetch_add(1, Ordering::Relaxed);
         let url = format!("{base}/_slipstream/hints?url={query}&turn={turn}");
         let Ok((status, body)) = fetch(shared, &url, client, false).await else {
             return;
@@ -390,7 +450,7 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
             return;
         };
         if let Some(ms) = answer["retry_after_ms"].as_u64() {
-            shared.counts.hint_waits.fetch_add(1, Ordering::Relaxed);
+            sink.counts.hint_waits.fetch_add(1, Ordering::Relaxed);
             let again = Instant::now() + Duration::from_millis(ms.max(1));
             if again >= leave {
                 return;
@@ -419,7 +479,7 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
             .filter(|h| {
                 let new = cache.insert(h.clone());
                 if !new {
-                    shared.counts.cache_skips.fetch_add(1, Ordering::Relaxed);
+                    sink.counts.cache_skips.fetch_add(1, Ordering::Relaxed);
                 }
                 new
             })
@@ -430,17 +490,13 @@ async fn visit(shared: &Shared, files: &[String], arrived: Instant, n: u32) {
                 async move {
                     match fetch(shared, &url, client, true).await {
                         Ok((status, body)) if status.is_success() => {
-                            shared.counts.prefetches.fetch_add(1, Ordering::Relaxed);
-                            shared
-                                .counts
+                            sink.counts.prefetches.fetch_add(1, Ordering::Relaxed);
+                            sink.counts
                                 .prefetch_bytes
                                 .fetch_add(body.len() as u64, Ordering::Relaxed);
                         }
                         _ => {
-                            shared
-                                .counts
-                                .prefetch_errors
-                                .fetch_add(1, Ordering::Relaxed);
+                            sink.counts.prefetch_errors.fetch_add(1, Ordering::Relaxed);
                         }
                     }
                 }
@@ -488,6 +544,27 @@ mod tests {
         // It repeats: second 3 is second 0 again.
         let a = arrivals(&s, Duration::from_secs(5));
         assert_eq!(a.iter().filter(|t| t.as_secs() == 3).count(), 0);
+    }
+
+    #[test]
+    fn a_warm_up_runs_at_the_mean_and_the_profile_starts_after_it() {
+        // 1.5 s of warm-up at the mean of 20/s, then seconds of 0 and 2 parts (0 and 40/s).
+        let s = Schedule::new(20.0, &[0.0, 2.0])
+            .unwrap()
+            .after(Duration::from_millis(1500));
+        let a = arrivals(&s, Duration::from_millis(3500));
+        let within = |from: u64, to: u64| {
+            a.iter()
+                .filter(|t| **t >= Duration::from_millis(from) && **t < Duration::from_millis(to))
+                .count()
+        };
+        assert_eq!(within(0, 1500), 30);
+        assert_eq!(within(1500, 2500), 0);
+        assert!(
+            (39..=41).contains(&within(2500, 3500)),
+            "{}",
+            within(2500, 3500)
+        );
     }
 
     #[test]

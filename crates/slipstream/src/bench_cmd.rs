@@ -72,6 +72,7 @@ fn run_agents(
         doc_files: args.doc_files,
         rate_per_s: rate,
         rate_profile,
+        warmup: args.warmup,
         duration: args.duration,
         max_in_flight: args.max_in_flight,
         prefetching: mode,
@@ -169,6 +170,11 @@ pub struct Args {
     /// of each second (repeated if the run is longer), scaled so that the mean is --rate.
     #[arg(long, requires = "agents")]
     pub rate_profile: Option<PathBuf>,
+    /// Agents arrive at the mean rate for this long before --duration, unrecorded: the server
+    /// and the connection pool reach their steady state in the same process as the measured
+    /// run.
+    #[arg(long, value_parser = slipstream_units::duration, default_value = "0s", requires = "agents")]
+    pub warmup: Duration,
     /// How long an agent client stays prefetching after its document arrived.
     #[arg(long, value_parser = slipstream_units::duration, default_value = "2s")]
     pub visit: Duration,

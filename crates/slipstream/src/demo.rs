@@ -178,6 +178,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             doc_files: 1,
             rate_per_s: 20.0,
             rate_profile: Vec::new(),
+            warmup: Duration::ZERO,
             duration: Duration::from_secs(3),
             max_in_flight: 64,
             prefetching: slipstream_bench::agent::Prefetching::Hinted,

@@ -195,7 +195,9 @@ fn certified_key(cert: &Path, key: &Path) -> Result<Arc<rustls::sign::CertifiedK
 }
 
 /// Asks open connections to finish what they have started and close: all of them at shutdown,
-/// the idle ones when every slot is taken.
+/// the idle ones when every slot is taken. (hyper-util's `GracefulShutdown` covers only the
+/// first: a watched connection cannot be asked again, and its `GracefulConnection` trait is
+/// sealed, so the pressure signal needs this count and drain of our own.)
 #[derive(Default)]
 struct Closing {
     /// Set at shutdown: a connection that starts to wait after the wake-up still closes.

@@ -257,7 +257,8 @@ impl Nps {
     }
 
     /// Takes a probe's response time (`None`: failed) and the node's CPU load over the last
-    /// epoch (`None`: not known), and says whether to probe again at once.
+    /// epoch (`None`: not known, or already given with this epoch's first sample), and says
+    /// whether to probe again at once.
     pub fn sample(&self, rt: Option<Duration>, load: Option<f64>) -> Next {
         let now = self.started.elapsed();
         let mut c = self.control.lock();

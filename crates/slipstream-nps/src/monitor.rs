@@ -94,7 +94,9 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
                     }
                 }
             }
-            let next = nps.sample(mean(&again), load);
+            // The epoch's load was reported with its sample; reported again it would count
+            // twice in the mean a growth step uses.
+            let next = nps.sample(mean(&again), None);
             debug_assert_eq!(next, Next::NextEpoch);
         }
     }

@@ -176,7 +176,8 @@ impl Monitor {
     }
 
     /// Reports the node's load over the last epoch: the CPU it used as a fraction of what it
-    /// may use (`None`: not known; the monitor then runs on probes alone).
+    /// may use, once per epoch (each report counts in the mean a growth step uses). `None`:
+    /// not known, or no new epoch (a re-probe); the next sample then runs on its probe alone.
     pub fn set_load(&mut self, load: Option<f64>) {
         self.load = load.filter(|l| l.is_finite() && *l >= 0.0);
         if let Some(l) = self.load {

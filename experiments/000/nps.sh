@@ -65,7 +65,7 @@ done
 mkdir -p "$OUT/nps"
 csv="$OUT/nps/runs.csv"
 bcsv="$OUT/nps/bursty.csv"
-header="rep,rate,policy,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kBps,prefetch_kBps,prefetches,hint_requests,hint_waits,errors,final_budget,server_load,bench_cpu,error_kinds"
+header="rep,rate,policy,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kBps,prefetch_kBps,prefetches,hint_requests,hint_waits,errors,final_budget,server_load,bench_cpu,server_stretch,server_wait,cpu_pressure,error_kinds"
 echo "$header" > "$csv"
 echo "$header" > "$bcsv"
 
@@ -81,6 +81,14 @@ for _ in range(int(sys.argv[1])):
     spike = 3.0 if rng.random() < 0.08 else 1.0
     print(f"{math.exp(x) * spike:.3f}")
 PY
+
+# The server's CPU and run-queue nanoseconds (all threads), the machine's PSI "some" CPU stall
+# microseconds, and the time, in seconds.
+snap() {
+  cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{c += $1; w += $2} END {printf "%d %d ", c, w}'
+  sed -n 's/^some .*total=//p' /proc/pressure/cpu | tr '\n' ' '
+  date +%s.%N
+}
 
 # One run: a fresh server for POLICY, a warm-up at RATE documents/s (discarded), then the
 # measured run (its extra bench arguments after the policy), one line appended to CSV.
@@ -115,11 +123,13 @@ one_run() {
   # The measured run, timed: the load generator's share of its core goes in the CSV (a
   # generator near 100 % measures itself, not the server).
   local TIMEFORMAT='%R %U %S'
+  snap "$SP" > "$work/snap0.txt"
   { time bench --json "$work/run.json" "${warm[@]}" "$@" > /dev/null; } 2> "$work/time.txt"
+  snap "$SP" > "$work/snap1.txt"
   local status="$OUT/nps/status-$policy-$tag-$rep.json"
   curl -s "$base/_slipstream/prefetch" > "$status"
   kill "$SP"; wait "$SP" 2>/dev/null || true; SP=
-  python3 - "$work/run.json" "$status" "$rep,$rate,$policy" "$work/time.txt" >> "$out_csv" <<'PY'
+  python3 - "$work/run.json" "$status" "$rep,$rate,$policy" "$work/time.txt" "$work/snap0.txt" "$work/snap1.txt" >> "$out_csv" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); s = json.load(open(sys.argv[2])); d = r["demand"]; l = d["latency_ms"]
 errors = sum(d.get("errors", {}).values())
@@ -130,9 +140,15 @@ loads = [x["load"] for x in s.get("samples", []) if x.get("load") is not None
          and x["at_ms"] >= s["uptime_ms"] - run_ms]
 load = f"{sum(loads) / len(loads):.3f}" if loads else ""
 wall, user, system = (float(x) for x in open(sys.argv[4]).read().split()[-3:])
+# Over the whole bench process (warm-up and measured run): the server's CPU wait (its threads'
+# run-queue delay, `schedstat`'s second field) per CPU second used ("stretch") and per wall
+# second, and the machine's CPU pressure (PSI "some": the share of time a task waited).
+(c0, w0, p0, t0), (c1, w1, p1, t1) = ([float(x) for x in open(f).read().split()] for f in sys.argv[5:7])
+stretch, wait, pressure = (w1 - w0) / max(c1 - c0, 1), (w1 - w0) / 1e9 / (t1 - t0), (p1 - p0) / 1e6 / (t1 - t0)
 print(f'{sys.argv[3]},{r["documents_per_s"]:.1f},{l["mean"]:.3f},{l["p50"]:.3f},{l["p90"]:.3f},{l["p99"]:.3f},'
       f'{r["demand_bytes_per_s"]/1e3:.1f},{r["prefetch_bytes_per_s"]/1e3:.1f},{r["prefetches"]},'
       f'{r["hint_requests"]},{r["hint_waits"]},{errors},{s["budget_per_s"]:.1f},{load},{(user + system) / wall:.3f},'
+      f'{stretch:.3f},{wait:.3f},{pressure:.3f},'
       + " ".join(f"{k}={v}" for k, v in sorted(d.get("errors", {}).items())))
 PY
 }

@@ -9,6 +9,8 @@
 //! doc_files = 10              # D: files in one hint list (one document's worth)
 //! pace_lists = true           # one list every D/B seconds, not the epoch's all at once
 //! pace_slack_ms = 2           # a paced slot taken up to this late keeps the schedule
+//! hold_ms = 100               # a hint request whose paced slot is this near is held for it,
+//!                             # not refused (0: refuse, the paper's rule)
 //! cpu_target = 0.7            # keep the node's CPU use under this fraction of what it may
 //!                             # use (its cgroup quota, its cores); 0: probes alone
 //! probe_path = "/"            # the representative object the monitor probes
@@ -78,6 +80,10 @@ pub struct Config {
     /// interval).
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub pace_slack_ms: u64,
+    /// Paced: a hint request whose list's slot is due within this long is held until then and
+    /// answered with the list, instead of refused and asked again, in milliseconds (0: refuse).
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub hold_ms: u64,
     /// Keep the node's CPU use under this fraction of the CPU it may use (its cgroup's quota,
     /// the cores it may run on): above it the budget is cut in proportion. 0: the probes alone
     /// (the paper's monitor).
@@ -144,6 +150,7 @@ impl Default for Config {
             validate_usage: 2.0,
             pace_lists: true,
             pace_slack_ms: 2,
+            hold_ms: 100,
             cpu_target: 0.7,
             order: h.order,
             window: h.window,
@@ -195,6 +202,8 @@ pub struct Settings {
     pub pace_lists: bool,
     /// How late a paced slot may be taken and keep the schedule.
     pub pace_slack: Duration,
+    /// How near a paced slot must be for a hint request to be held for it.
+    pub hold: Duration,
     /// The AIMD rule (its threshold is replaced at start-up when not configured).
     pub monitor: MonitorConfig,
     /// The predictor.
@@ -288,6 +297,12 @@ impl Config {
         if self.pace_slack_ms > 1000 {
             return Err(refuse("pace_slack_ms", "must be at most 1 s"));
         }
+        if self.hold_ms > 10_000 {
+            return Err(refuse(
+                "hold_ms",
+                "must be at most 10 s (a held request keeps its connection)",
+            ));
+        }
         if !(1..=100).contains(&self.probes_per_epoch) {
             return Err(refuse("probes_per_epoch", "must be between 1 and 100"));
         }
@@ -341,6 +356,7 @@ impl Config {
             probes_per_epoch: self.probes_per_epoch,
             pace_lists: self.pace_lists,
             pace_slack: Duration::from_millis(self.pace_slack_ms),
+            hold: Duration::from_millis(self.hold_ms),
             monitor: MonitorConfig {
                 threshold: threshold.unwrap_or(Duration::from_millis(self.min_threshold_ms.max(1))),
                 samples_to_increase: self.samples_to_increase.max(1),

@@ -120,6 +120,11 @@ impl Endpoint for HintsEndpoint {
             Err(r) => return *r,
         };
         let a = self.0.answer(&q.url, q.prev.as_deref(), q.turn);
+        if let Some(hold) = a.hold {
+            // The list's paced slot: answered then, so that the client prefetches on the
+            // schedule instead of asking again (held, a request costs a timer, not a refusal).
+            tokio::time::sleep(hold).await;
+        }
         let body = serde_json::json!({
             "hints": a.hints,
             "prefetch_base": self.0.prefetch_base(),

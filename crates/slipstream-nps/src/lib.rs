@@ -129,6 +129,8 @@ pub struct Answer {
     pub next_turn: Option<usize>,
     /// No list now: ask again after this long.
     pub retry_after: Option<Duration>,
+    /// The list's paced slot is this far off: answer then ([`Distributor::hold`]).
+    pub hold: Option<Duration>,
 }
 
 impl Nps {
@@ -142,7 +144,8 @@ impl Nps {
                 monitor,
                 distributor: Distributor::new(settings.epoch, settings.doc_files)
                     .paced(settings.pace_lists)
-                    .slack(settings.pace_slack),
+                    .slack(settings.pace_slack)
+                    .hold(settings.hold),
                 rng: StdRng::from_entropy(),
                 samples: VecDeque::with_capacity(SAMPLES_KEPT),
                 curve: Vec::new(),
@@ -229,18 +232,21 @@ impl Nps {
                 hints: Vec::new(),
                 next_turn: None,
                 retry_after: None,
+                hold: None,
             };
         }
-        let len = match self.settings.budget {
-            Budget::Unlimited => self.settings.doc_files,
+        let (len, hold) = match self.settings.budget {
+            Budget::Unlimited => (self.settings.doc_files, None),
             Budget::Monitor => {
                 match self.with_budget(|d, now, budget, rng| d.request(now, budget, rng)) {
-                    Grant::List(n) => n,
+                    Grant::List(n) => (n, None),
+                    Grant::Held(n, after) => (n, Some(after)),
                     Grant::Wait(after) => {
                         return Answer {
                             hints: Vec::new(),
                             next_turn: Some(turn),
                             retry_after: Some(after),
+                            hold: None,
                         }
                     }
                 }
@@ -253,6 +259,7 @@ impl Nps {
             hints,
             next_turn,
             retry_after: None,
+            hold,
         }
     }
 
@@ -342,6 +349,7 @@ impl Nps {
             "lists": totals.lists,
             "granted_files": totals.files,
             "waits": totals.waits,
+            "held": totals.held,
             "demand": self.demand.json(),
             "prefetch": self.prefetch.json(),
         "via_listener": self.via_listener.json(),

@@ -246,12 +246,16 @@ impl Monitor {
     pub fn sample(&mut self, rt: Option<Duration>) -> (Next, Change) {
         self.since_cut = self.since_cut.saturating_add(1);
         if let Some((load, target)) = self.load_and_target().filter(|(l, t)| l > t) {
-            // Over the load target: no growth, and a cut unless one was just made.
+            // Over the load target: no growth, and a cut unless one was just made. A probe
+            // over the threshold as well is an overload both signals see: the probes' halving,
+            // even right after a cut (seen: a 76 ms probe at a load of 0.96 cut by only a
+            // quarter, as the load alone asked).
+            let probe_over = rt.is_none_or(|rt| rt > self.config.threshold);
             self.good = 0;
             self.confirming = false;
             self.end_slow_start();
             self.load_since = (0.0, 0);
-            if self.since_cut < LOAD_CUT_EVERY {
+            if self.since_cut < LOAD_CUT_EVERY && !probe_over {
                 return (Next::NextEpoch, Change::None);
             }
             self.since_cut = 0;
@@ -261,7 +265,12 @@ impl Monitor {
             } else {
                 self.budget
             };
-            self.budget = (from * (target / load).max(0.5)).max(self.config.min_per_s);
+            let factor = if probe_over {
+                0.5
+            } else {
+                (target / load).max(0.5)
+            };
+            self.budget = (from * factor).max(self.config.min_per_s);
             return (Next::NextEpoch, Change::Cut);
         }
         let over = rt.is_none_or(|rt| rt > self.config.threshold);
@@ -686,14 +695,20 @@ mod tests {
         m.set_load(Some(4.0));
         assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::Cut));
         assert!((m.budget_per_s() - 12.8).abs() < 1e-9);
+        // Over the target with a slow probe, even right after a cut: halved.
+        m.set_load(Some(0.9));
+        assert_eq!(m.sample(Some(20 * MS)), (Next::NextEpoch, Change::Cut));
+        assert!((m.budget_per_s() - 6.4).abs() < 1e-9);
+        m.set_load(Some(0.9));
+        assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::None));
         // Near the target, a step grows the budget by target over load (16/15 at 0.75), and by
-        // at least one file a second.
+        // at least one file a second (6.4 × 16/15 is less than 6.4 + 1).
         m.set_load(Some(0.75));
         for _ in 0..5 {
             m.sample(Some(MS));
         }
         assert!(
-            (m.budget_per_s() - 13.8).abs() < 1e-9,
+            (m.budget_per_s() - 7.4).abs() < 1e-9,
             "{}",
             m.budget_per_s()
         );
@@ -703,7 +718,7 @@ mod tests {
             m.sample(Some(MS));
         }
         assert!(
-            (m.budget_per_s() - 27.6).abs() < 1e-9,
+            (m.budget_per_s() - 14.8).abs() < 1e-9,
             "{}",
             m.budget_per_s()
         );

@@ -25,6 +25,7 @@ SHARE=${SHARE:-50}
 PERIOD_US=${PERIOD_US:-2000}  # the CFS period; a capped server pauses at most (100 - SHARE) % of it
 THRESHOLDS=${THRESHOLDS:-"knee 3"}   # "knee": found at start-up; N: N ms
 CPU_TARGET=${CPU_TARGET:-}          # the monitor's prefetch.cpu_target (empty: the node's default)
+MONITOR_SET=${MONITOR_SET:-}        # more settings for the Monitor's server, e.g. "prefetch.hold_ms=10"
 SPLIT_WARMUP=${SPLIT_WARMUP:-0}    # 1: the warm-up in a bench process of its own (the runs up to
                                    # 4a1bf00); 0: one process, the warm-up unrecorded (--warmup)
 BURSTY=${BURSTY:-1}                # 0: no Fig. 6 runs (a pilot)
@@ -96,6 +97,7 @@ one_run() {
   local rep=$1 rate=$2 policy=$3 out_csv=$4 tag=$5; shift 5
   local target=()
   [ -n "$CPU_TARGET" ] && target=(--set prefetch.cpu_target="$CPU_TARGET")
+  for kv in $MONITOR_SET; do target+=(--set "$kv"); done
   case $policy in
     noprefetch) server=(--set prefetch.budget=unlimited); agents=off ;;
     noavoid-*) server=(--set prefetch.budget=unlimited); agents=${policy#noavoid-} ;;

@@ -9,7 +9,7 @@
 //! doc_files = 10              # D: files in one hint list (one document's worth)
 //! pace_lists = true           # one list every D/B seconds, not the epoch's all at once
 //! pace_slack_ms = 2           # a paced slot taken up to this late keeps the schedule
-//! hold_ms = 100               # a hint request whose paced slot is this near is held for it,
+//! hold_ms = 10                # a hint request whose paced slot is this near is held for it,
 //!                             # not refused (0: refuse, the paper's rule)
 //! cpu_target = 0.7            # keep the node's CPU use under this fraction of what it may
 //!                             # use (its cgroup quota, its cores); 0: probes alone
@@ -82,6 +82,9 @@ pub struct Config {
     pub pace_slack_ms: u64,
     /// Paced: a hint request whose list's slot is due within this long is held until then and
     /// answered with the list, instead of refused and asked again, in milliseconds (0: refuse).
+    /// A held request keeps its connection: at 100 ms the experiment's clients held a few
+    /// hundred at once and the server stalled for 18–76 ms in 5 of 8 runs; at 10 ms, in none
+    /// of 4 (pilots 19–21, docs/experiments/000-nps.md).
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub hold_ms: u64,
     /// Keep the node's CPU use under this fraction of the CPU it may use (its cgroup's quota,
@@ -150,7 +153,7 @@ impl Default for Config {
             validate_usage: 2.0,
             pace_lists: true,
             pace_slack_ms: 2,
-            hold_ms: 100,
+            hold_ms: 10,
             cpu_target: 0.7,
             order: h.order,
             window: h.window,

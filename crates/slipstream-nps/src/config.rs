@@ -82,9 +82,9 @@ pub struct Config {
     pub pace_slack_ms: u64,
     /// Paced: a hint request whose list's slot is due within this long is held until then and
     /// answered with the list, instead of refused and asked again, in milliseconds (0: refuse).
-    /// A held request keeps its connection: at 100 ms the experiment's clients held a few
-    /// hundred at once and the server stalled for 18–76 ms in 5 of 8 runs; at 10 ms, in none
-    /// of 4 (pilots 19–21, docs/experiments/000-nps.md).
+    /// A held request keeps its connection: at 100 ms the experiment's clients held up to a
+    /// few hundred at once, and 6 runs of 8 had server stalls (demand p99 of 14–150 ms); at
+    /// 10 ms, none of 4 (pilots 19–21, docs/experiments/000-nps.md).
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub hold_ms: u64,
     /// Keep the node's CPU use under this fraction of the CPU it may use (its cgroup's quota,

@@ -129,9 +129,10 @@ impl Distributor {
     /// Paced: a request that finds no slot due, but the next one due within `hold`, takes that
     /// slot and is held until it (its caller answers it then) instead of being refused. A
     /// refused client asks again, and on a loaded server most hint requests were refusals
-    /// (about 8,000 of 10,000 a second at 600 documents/s: docs/experiments/000-nps.md), each a
-    /// request on the demand listener that the budget never counted. Held, a client asks about
-    /// once per list, and the lists still go out one every D/B seconds. A budget cut reaches
+    /// (8,600 of 10,600 a second at 600 documents/s: docs/experiments/000-nps.md), each a
+    /// request on the demand listener that the budget never counted. Held, and queued when
+    /// refused, a client that always wants another list asks about twice per list, and the
+    /// lists still go out one every D/B seconds. A budget cut reaches
     /// the slots already held no more than `hold` later. Zero: refuse (the paper's rule).
     pub fn hold(mut self, hold: Duration) -> Distributor {
         self.hold = hold;

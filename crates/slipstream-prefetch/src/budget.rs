@@ -208,7 +208,10 @@ impl Distributor {
         let paced = self.paced && budget_per_s > 0.0;
         let accept = if paced {
             let taken = self.take_slot(now, budget_per_s);
-            if let Some(after) = (!taken).then(|| self.hold_slot(now, budget_per_s)).flatten() {
+            if let Some(after) = (!taken)
+                .then(|| self.hold_slot(now, budget_per_s))
+                .flatten()
+            {
                 self.granted += self.doc_files as u64;
                 self.totals.lists += 1;
                 self.totals.files += self.doc_files as u64;
@@ -548,8 +551,14 @@ mod tests {
         // queued client that finds its slot gone is held for a later one, or queues again),
         // and beyond the hold a newcomer queues behind the rest (at 510 ms).
         assert_eq!(d.request(30 * MS, 1000.0, &mut rng), Grant::List(10));
-        assert_eq!(d.request(31 * MS, 1000.0, &mut rng), Grant::Held(10, 9 * MS));
-        assert_eq!(d.request(31 * MS, 1000.0, &mut rng), Grant::Held(10, 19 * MS));
+        assert_eq!(
+            d.request(31 * MS, 1000.0, &mut rng),
+            Grant::Held(10, 9 * MS)
+        );
+        assert_eq!(
+            d.request(31 * MS, 1000.0, &mut rng),
+            Grant::Held(10, 19 * MS)
+        );
         assert_eq!(d.request(31 * MS, 1000.0, &mut rng), Grant::Wait(479 * MS));
         let t = d.totals();
         assert_eq!((t.lists, t.held, t.waits), (5, 4, 49));
@@ -573,7 +582,10 @@ mod tests {
         }
         due.sort();
         assert!(due.windows(2).all(|w| w[1] - w[0] == 10 * MS), "{due:?}");
-        assert!(*due.last().unwrap() - due[0] <= 1050 * MS && due.len() >= 99, "{due:?}");
+        assert!(
+            *due.last().unwrap() - due[0] <= 1050 * MS && due.len() >= 99,
+            "{due:?}"
+        );
     }
 
     #[test]

@@ -68,9 +68,8 @@ pub struct Distributor {
     next_list: Option<Duration>,
     /// Paced: a request whose slot is due within this long is held for it, not refused.
     hold: Duration,
-    /// Held: the time the last refused client was sent back to, and the interval between
-    /// lists then.
-    queue: Option<(Duration, Duration)>,
+    /// Held: the time the last refused client was sent back to.
+    queue_end: Option<Duration>,
     /// Totals since the start, for the status page.
     totals: Totals,
 }
@@ -104,7 +103,7 @@ impl Distributor {
             slack: Duration::ZERO,
             next_list: None,
             hold: Duration::ZERO,
-            queue: None,
+            queue_end: None,
             totals: Totals::default(),
         }
     }
@@ -314,24 +313,16 @@ impl Distributor {
             // or queues again. They come back about once a list, where a random spread brings
             // each back several times before its turn (measured with fifty clients that
             // always want another list: 2.0 requests a list queued, 3.2 spread).
-            //
-            // The clients ahead were spaced at the interval of their day; they are counted
-            // and placed at today's, so a budget that has grown does not send newcomers
-            // behind a queue as long as the old budget made it.
             let interval = self.interval(budget_per_s);
             let free = now.saturating_add(slot);
-            let at = match self.queue {
-                Some((end, spaced)) if end >= free => {
-                    let ahead = (end - free).as_secs_f64() / spaced.as_secs_f64().max(1e-9);
-                    let behind = interval.as_secs_f64() * (ahead + 1.0);
-                    free.saturating_add(Duration::try_from_secs_f64(behind).unwrap_or(longest))
-                }
-                _ => free,
-            };
+            let at = self
+                .queue_end
+                .filter(|end| *end >= free)
+                .map_or(free, |end| end.saturating_add(interval));
             if at.saturating_sub(now) < longest {
-                self.queue = Some((at, interval));
-                // In whole milliseconds, rounded up (the wait is sent in milliseconds), so
-                // that the client is not early for its slot.
+                self.queue_end = Some(at);
+                // In whole milliseconds, rounded up (the wait is sent in milliseconds): a
+                // client early for its slot would find it promised and be sent away again.
                 let ms = at.saturating_sub(now).as_micros().div_ceil(1000).max(1);
                 return Duration::from_millis(ms as u64);
             }
@@ -571,24 +562,6 @@ mod tests {
         assert_eq!(d.request(31 * MS, 1000.0, &mut rng), Grant::Wait(479 * MS));
         let t = d.totals();
         assert_eq!((t.lists, t.held, t.waits), (5, 4, 49));
-    }
-
-    #[test]
-    fn paced_a_queue_is_respaced_when_the_budget_grows() {
-        // 100 files/s, lists of 10: one every 100 ms, the first at 100 ms, beyond a 10 ms
-        // hold. Ten clients queue at 100, 200, ... 1,000 ms.
-        let mut d = Distributor::new(100 * MS, 10).paced(true).hold(10 * MS);
-        let mut rng = StdRng::seed_from_u64(19);
-        for k in 1..=10u32 {
-            assert_eq!(
-                d.request(Duration::ZERO, 100.0, &mut rng),
-                Grant::Wait(k * 100 * MS)
-            );
-        }
-        // The budget grows a hundredfold: the ten ahead now take 10 ms, not a second, so the
-        // next client comes back after them at the new spacing (110 ms), not at 1,100 ms.
-        assert_eq!(d.request(MS, 10_000.0, &mut rng), Grant::Wait(109 * MS));
-        assert_eq!(d.request(MS, 10_000.0, &mut rng), Grant::Wait(110 * MS));
     }
 
     #[test]

@@ -132,8 +132,8 @@ impl Distributor {
     /// (8,600 of 10,600 a second at 600 documents/s: docs/experiments/000-nps.md), each a
     /// request on the demand listener that the budget never counted. Held, and queued when
     /// refused, a client that always wants another list asks about twice per list, and the
-    /// lists still go out one every D/B seconds. A budget cut reaches
-    /// the slots already held no more than `hold` later. Zero: refuse (the paper's rule).
+    /// lists still go out one every D/B seconds. A budget cut reaches the slots already held
+    /// no more than `hold` later. Zero: refuse (the paper's rule).
     pub fn hold(mut self, hold: Duration) -> Distributor {
         self.hold = hold;
         self
@@ -310,8 +310,8 @@ impl Distributor {
             // one's. Slots are not reserved (clients are not told apart, and one that left
             // would hold its slot for nobody): whoever asks first within `hold` of a slot
             // takes it, and a queued client that finds its slot gone is held for a later one
-            // or queues again. They come back about once a list, where a random spread brings
-            // each back several times before its turn (measured with fifty clients that
+            // or queues again. A client comes back about when its turn comes, where a random
+            // spread brings it back several times before (measured with fifty clients that
             // always want another list: 2.0 requests a list queued, 3.2 spread).
             //
             // The clients ahead keep the spacing of the budget they were refused under. Re-
@@ -326,8 +326,8 @@ impl Distributor {
                 .map_or(free, |end| end.saturating_add(interval));
             if at.saturating_sub(now) < longest {
                 self.queue_end = Some(at);
-                // In whole milliseconds, rounded up (the wait is sent in milliseconds): a
-                // client early for its slot would find it promised and be sent away again.
+                // In whole milliseconds, rounded up (the wait is sent in milliseconds), so
+                // that the client is not early for its slot.
                 let ms = at.saturating_sub(now).as_micros().div_ceil(1000).max(1);
                 return Duration::from_millis(ms as u64);
             }

@@ -312,7 +312,8 @@ impl Distributor {
             // takes it, and a queued client that finds its slot gone is held for a later one
             // or queues again. A client comes back about when its turn comes, where a random
             // spread brings it back several times before (measured with fifty clients that
-            // always want another list: 2.0 requests a list queued, 3.2 spread).
+            // always want another list: 2.0 requests a list held and queued, 5.3 with
+            // neither; `paced_waiting_clients_ask_about_once_per_list`).
             //
             // The clients ahead keep the spacing of the budget they were refused under. Re-
             // spacing them at the current budget when it grows was tried (a1ca21b): queued
@@ -638,9 +639,8 @@ mod tests {
         assert!((900..=1001).contains(&lists), "{lists} lists in 10 s");
         // About five a list (measured: 5.3), against fifty a slot without the spread.
         assert!(asked < 7 * lists, "{asked} hint requests for {lists} lists");
-        // Held and queued: two a list, as a client wanting another at once finds the next
-        // slots promised and queues once (measured: 3.2 with a random spread instead of the
-        // queue).
+        // Held and queued: about two a list (measured: 2.0), as a client wanting another at
+        // once finds the slots within the hold taken by the others and queues once.
         let (lists, asked) = run(100 * MS);
         assert!((900..=1001).contains(&lists), "{lists} lists in 10 s, held");
         assert!(

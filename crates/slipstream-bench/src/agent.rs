@@ -170,6 +170,17 @@ struct Sink {
     counts: Counts,
 }
 
+impl Shared {
+    /// Where a client of the measured run, or of the warm-up, records.
+    fn sink(&self, measured: bool) -> &Sink {
+        if measured {
+            &self.measured
+        } else {
+            &self.warming
+        }
+    }
+}
+
 impl Sink {
     fn new() -> Sink {
         Sink {
@@ -247,22 +258,12 @@ pub async fn run_agents(
             .collect();
         let measured = arrival >= shared.plan.warmup;
         let Ok(permit) = in_flight.clone().try_acquire_owned() else {
-            let sink = if measured {
-                &shared.measured
-            } else {
-                &shared.warming
-            };
-            sink.demand.error(ErrorKind::Overload, 0);
+            shared.sink(measured).demand.error(ErrorKind::Overload, 0);
             continue;
         };
         let shared = shared.clone();
         tasks.spawn(async move {
-            let sink = if measured {
-                &shared.measured
-            } else {
-                &shared.warming
-            };
-            visit(&shared, sink, &doc, at, n).await;
+            visit(&shared, shared.sink(measured), &doc, at, n).await;
             drop(permit);
         });
         // Reap finished clients so the set stays as small as the clients in progress.

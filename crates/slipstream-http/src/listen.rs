@@ -7,12 +7,13 @@
 //! Slow clients are bounded twice: hyper's header read timeout on HTTP/1.1, and an idle timeout
 //! on the socket itself that closes a connection whose reads or writes make no progress.
 //!
-//! When every connection slot is taken, the idle keep-alive connections are asked to close (as
-//! nginx frees its reusable connections): otherwise clients that keep connections open in a
+//! When every connection slot is taken, every open connection is asked to close gracefully:
+//! the idle keep-alive ones close at once (as nginx frees its reusable connections), the busy
+//! ones after their response in progress. Otherwise clients that keep connections open in a
 //! pool hold every slot while new connections wait in the kernel's accept queue until the idle
-//! timeout, and the server sits idle with its clients failing (seen in the NPS experiment,
-//! docs/experiments/000-nps.md: 10,000 connections held, the accept queue full, the server's
-//! CPU at a few per cent).
+//! timeout, and the server sits idle with its clients failing (seen by hand in the NPS
+//! experiment, docs/experiments/000-nps.md: 10,000 connections held, the accept queue full,
+//! the server's CPU at a few per cent).
 
 use std::future::Future;
 use std::io;
@@ -194,8 +195,8 @@ fn certified_key(cert: &Path, key: &Path) -> Result<Arc<rustls::sign::CertifiedK
     Ok(Arc::new(certified))
 }
 
-/// Asks open connections to finish what they have started and close: all of them at shutdown,
-/// the idle ones when every slot is taken. (hyper-util's `GracefulShutdown` covers only the
+/// Asks every open connection to finish what it has started and close, at shutdown and when
+/// every slot is taken (an idle one closes at once). (hyper-util's `GracefulShutdown` covers only the
 /// first: a watched connection cannot be asked again, and its `GracefulConnection` trait is
 /// sealed, so the pressure signal needs this count and drain of our own.)
 #[derive(Default)]

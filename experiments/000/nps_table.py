@@ -17,6 +17,26 @@ def mean(rate, policy, col):
     v = [float(r[col]) for r in by.get((rate, policy), [])]
     return sum(v) / len(v) if v else float("nan")
 
+# Two-sided 95 % Student t quantiles by degrees of freedom (1..30; beyond, the normal's).
+T95 = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13,
+       2.12, 2.11, 2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04]
+
+def noise(rate, policy):
+    """Half the width of a 95 % confidence interval (Welch) on the policy's mean response time
+    minus No-Prefetching's, in % of No-Prefetching's: how far apart the two could be by run-to-run
+    noise alone. NaN with fewer than two runs of either."""
+    a = [float(r["doc_mean_ms"]) for r in by.get((rate, policy), [])]
+    b = [float(r["doc_mean_ms"]) for r in by.get((rate, "noprefetch"), [])]
+    if len(a) < 2 or len(b) < 2:
+        return float("nan")
+    var = lambda v: sum((x - sum(v) / len(v)) ** 2 for x in v) / (len(v) - 1)
+    va, vb = var(a) / len(a), var(b) / len(b)
+    if va + vb == 0:
+        return 0.0
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    t = T95[min(max(int(df), 1), 30) - 1] if df < 31 else 1.96
+    return t * (va + vb) ** 0.5 / (sum(b) / len(b)) * 100
+
 print("| docs/s | " + " | ".join(policies) + " |")
 print("|---|" + "---|" * len(policies))
 for rate in rates:
@@ -34,6 +54,9 @@ for rate in rates:
         cells.append(cell)
     print(f"| {rate} | " + " | ".join(cells) + " |")
 
+print()
+print("RT: the Monitor's mean response time against No-Prefetching's; ± half a 95 % confidence")
+print("interval on that difference (Welch), from the spread of the runs.")
 print()
 print("| docs/s | spare taken by No-Avoidance, MB/s (policy, its RT) | " + " | ".join(p for p in policies if p.startswith("monitor")) + " |")
 print("|---|---|" + "---|" * len([p for p in policies if p.startswith("monitor")]))
@@ -55,7 +78,7 @@ for rate in rates:
         rt = mean(rate, p, "doc_mean_ms")
         ok = "✓" if rt <= base * 1.05 and (best is None or pf >= 0.8 * best[0]) else "✗"
         share = f"{pf / best[0] * 100:.0f} % of it" if best else f"{pf:.0f} MB/s"
-        cells.append(f"{share}, RT {(rt / base - 1) * 100:+.0f} % {ok}")
+        cells.append(f"{share}, RT {(rt / base - 1) * 100:+.0f} % (± {noise(rate, p):.0f}) {ok}")
     spare = (f"{best[0]:.1f} ({best[2]}, {(best[1] / base - 1) * 100:+.0f} %)" if best
              else "none (no pfrate within 5 %)" if any(p.startswith("noavoid") for p in policies)
              else "— (no No-Avoidance runs)")

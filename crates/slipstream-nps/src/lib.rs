@@ -118,6 +118,8 @@ struct Control {
     /// validation, and the count and time it was last updated from.
     used_per_s: f64,
     used_from: (Duration, u64),
+    /// When the last load was reported, and the requests answered by then.
+    served_from: (Duration, u64),
 }
 
 /// The answer to a hint request.
@@ -157,6 +159,7 @@ impl Nps {
                 },
                 used_per_s: 0.0,
                 used_from: (Duration::ZERO, 0),
+                served_from: (Duration::ZERO, 0),
             }),
             settings,
             started: Instant::now(),
@@ -280,6 +283,18 @@ impl Nps {
             c.used_from = (now, files);
             let used = c.used_per_s;
             c.monitor.set_usage(used);
+        }
+        if load.is_some() {
+            // The requests answered over the same epoch as the load, for what a request costs.
+            let answered = self.demand.requests.load(Ordering::Relaxed)
+                + self.prefetch.requests.load(Ordering::Relaxed);
+            let (then, before) = c.served_from;
+            let dt = now.saturating_sub(then).as_secs_f64();
+            if dt > 0.0 && before > 0 {
+                c.monitor
+                    .set_served(answered.saturating_sub(before) as f64 / dt);
+            }
+            c.served_from = (now, answered);
         }
         c.monitor.set_load(load);
         let (next, change) = c.monitor.sample(rt);

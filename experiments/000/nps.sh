@@ -129,11 +129,17 @@ one_run() {
   { time bench --json "$work/run.json" "${warm[@]}" "$@" > /dev/null; } 2> "$work/time.txt"
   snap "$SP" > "$work/snap1.txt"
   local status="$OUT/nps/status-$policy-$tag-$rep.json"
+  local read_ms; read_ms=$(date +%s%3N)
   curl -s "$base/_slipstream/prefetch" > "$status"
   kill "$SP"; wait "$SP" 2>/dev/null || true; SP=
-  python3 - "$work/run.json" "$status" "$rep,$rate,$policy" "$work/time.txt" "$work/snap0.txt" "$work/snap1.txt" >> "$out_csv" <<'PY'
+  python3 - "$work/run.json" "$status" "$rep,$rate,$policy" "$work/time.txt" "$work/snap0.txt" "$work/snap1.txt" \
+    "$read_ms" "$OUT/nps/bench-$policy-$tag-$rep.json" >> "$out_csv" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); s = json.load(open(sys.argv[2])); d = r["demand"]; l = d["latency_ms"]
+# The bench's report, kept with the wall-clock time the status was read (the server's
+# `uptime_ms` then), so that its timeline of documents lines up with the monitor's samples.
+r["status_read_unix_ms"] = int(sys.argv[7])
+json.dump(r, open(sys.argv[8], "w"))
 errors = sum(d.get("errors", {}).values())
 # The server's CPU load (of what its cgroup allows) over the measured run, from the monitor's
 # samples of its last RUN seconds; empty when the server kept none (no monitor).

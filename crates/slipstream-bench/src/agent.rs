@@ -104,6 +104,26 @@ pub struct AgentReport {
     pub hint_waits: u64,
     /// Hinted URLs the client's cache already held.
     pub cache_skips: u64,
+    /// The measured documents by when they arrived: one entry per [`TIMELINE_BUCKET`] of the
+    /// measured run.
+    pub timeline: Vec<Bucket>,
+    /// When the measured run began (its first arrival's scheduled time), in milliseconds since
+    /// the Unix epoch, to line the timeline up with a server's own records.
+    pub measured_start_unix_ms: u64,
+}
+
+/// The width of a timeline bucket.
+pub const TIMELINE_BUCKET: Duration = Duration::from_millis(100);
+
+/// The documents that arrived in one bucket of the timeline and completed.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Bucket {
+    /// How many.
+    pub documents: u64,
+    /// Their summed response time, in milliseconds.
+    pub sum_ms: f64,
+    /// The slowest, in milliseconds.
+    pub max_ms: f64,
 }
 
 impl AgentReport {
@@ -137,6 +157,15 @@ impl AgentReport {
             "hint_requests": self.hint_requests,
             "hint_waits": self.hint_waits,
             "cache_skips": self.cache_skips,
+            "timeline": {
+                "bucket_ms": TIMELINE_BUCKET.as_millis() as u64,
+                "measured_start_unix_ms": self.measured_start_unix_ms,
+                "documents": self.timeline.iter().map(|b| b.documents).collect::<Vec<_>>(),
+                "mean_ms": self.timeline.iter()
+                    .map(|b| if b.documents > 0 { b.sum_ms / b.documents as f64 } else { 0.0 })
+                    .collect::<Vec<_>>(),
+                "max_ms": self.timeline.iter().map(|b| b.max_ms).collect::<Vec<_>>(),
+            },
         })
     }
 }
@@ -168,6 +197,7 @@ struct Shared {
 struct Sink {
     demand: Recorder,
     counts: Counts,
+    timeline: std::sync::Mutex<Vec<Bucket>>,
 }
 
 impl Shared {
@@ -186,6 +216,7 @@ impl Sink {
         Sink {
             demand: Recorder::new(),
             counts: Counts::default(),
+            timeline: std::sync::Mutex::new(Vec::new()),
         }
     }
 }
@@ -230,6 +261,9 @@ pub async fn run_agents(
         warming: Sink::new(),
     });
     let start = Instant::now();
+    let measured_start_unix_ms = (std::time::SystemTime::now() + shared.plan.warmup)
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
     let mut offset = Duration::ZERO;
     let mut rng = StdRng::seed_from_u64(shared.plan.seed);
     let in_flight = Arc::new(tokio::sync::Semaphore::new(
@@ -263,7 +297,9 @@ pub async fn run_agents(
         };
         let shared = shared.clone();
         tasks.spawn(async move {
-            visit(&shared, shared.sink(measured), &doc, at, n).await;
+            let bucket = arrival.saturating_sub(shared.plan.warmup).as_millis()
+                / TIMELINE_BUCKET.as_millis();
+            visit(&shared, shared.sink(measured), &doc, at, n, bucket as usize).await;
             drop(permit);
         });
         // Reap finished clients so the set stays as small as the clients in progress.
@@ -273,6 +309,13 @@ pub async fn run_agents(
     let elapsed = start.elapsed();
     on_progress(elapsed, shared.measured.demand.progress(elapsed).completed);
     let c = &shared.measured.counts;
+    let timeline = std::mem::take(
+        &mut *shared
+            .measured
+            .timeline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()),
+    );
     Ok(AgentReport {
         window: shared.plan.duration,
         demand: shared
@@ -285,6 +328,8 @@ pub async fn run_agents(
         hint_requests: c.hint_requests.load(Ordering::Relaxed),
         hint_waits: c.hint_waits.load(Ordering::Relaxed),
         cache_skips: c.cache_skips.load(Ordering::Relaxed),
+        timeline,
+        measured_start_unix_ms,
     })
 }
 
@@ -397,9 +442,17 @@ async fn fetch(
         .map_err(|_| ErrorKind::Timeout)?
 }
 
-/// One client (the `n`-th): its document (`files[0]` is the page), then its prefetches. Each
-/// client has a user agent of its own, so the server tells them apart as it does browsers.
-async fn visit(shared: &Shared, sink: &Sink, files: &[String], arrived: Instant, n: u32) {
+/// One client (the `n`-th, arrived in timeline bucket `bucket`): its document (`files[0]` is
+/// the page), then its prefetches. Each client has a user agent of its own, so the server
+/// tells them apart as it does browsers.
+async fn visit(
+    shared: &Shared,
+    sink: &Sink,
+    files: &[String],
+    arrived: Instant,
+    n: u32,
+    bucket: usize,
+) {
     let plan = &shared.plan;
     let client = format!("slipstream-agent/{n}");
     let client = client.as_str();
@@ -426,7 +479,19 @@ async fn visit(shared: &Shared, sink: &Sink, files: &[String], arrived: Instant,
         sink.demand.error(kind, bytes);
         return;
     }
-    sink.demand.success(arrived.elapsed(), bytes);
+    let took = arrived.elapsed();
+    sink.demand.success(took, bytes);
+    {
+        let mut timeline = sink.timeline.lock().unwrap_or_else(|e| e.into_inner());
+        if timeline.len() <= bucket {
+            timeline.resize(bucket + 1, Bucket::default());
+        }
+        let b = &mut timeline[bucket];
+        let ms = took.as_secs_f64() * 1e3;
+        b.documents += 1;
+        b.sum_ms += ms;
+        b.max_ms = b.max_ms.max(ms);
+    }
     let doc = files[0].as_str();
     let turns = match plan.prefetching {
         Prefetching::Off => return,

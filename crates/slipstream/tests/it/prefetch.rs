@@ -276,6 +276,7 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     let (node, _) = grown_budget(site.path(), &["--set", "prefetch.doc_files=2"]);
     let urls = site.path().join("urls.txt");
     std::fs::write(&urls, "/a.html\n/b.html\n/c.html\n/d.html\n/e.html\n").expect("write");
+    let json = site.path().join("run.json");
     let out = crate::support::bin()
         .args([
             "bench",
@@ -292,6 +293,8 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
             "1s",
             "--duration",
             "2s",
+            "--json",
+            json.to_str().unwrap(),
             "-q",
         ])
         .output()
@@ -307,4 +310,26 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     // not browser prefetches admitted against the budget a second time.
     assert_eq!(s["granted_files"], s["lists"].as_u64().unwrap() * 2, "{s}");
     assert_eq!(s["refused_browser_prefetches"], 0, "{s}");
+    // The timeline holds every measured document once, by the 100 ms in which it arrived:
+    // twenty buckets for two seconds at 20 a second.
+    let run: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("read run.json")).expect("json");
+    let t = &run["timeline"];
+    let docs: Vec<u64> = t["documents"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(t["bucket_ms"], 100, "{t}");
+    assert_eq!(
+        docs.iter().sum::<u64>(),
+        run["demand"]["completed"].as_u64().unwrap(),
+        "{run}"
+    );
+    assert_eq!(docs.len(), 20, "{t}");
+    assert!(
+        t["measured_start_unix_ms"].as_u64().unwrap() > 1_700_000_000_000,
+        "{t}"
+    );
 }

@@ -23,7 +23,7 @@ WARM=${WARM:-15s}   # the monitor slow-starts from 1 file/s: about 8 s to reach 
 RUN=${RUN:-8s}
 SHARE=${SHARE:-50}
 PERIOD_US=${PERIOD_US:-2000}  # the CFS period; a capped server pauses at most (100 - SHARE) % of it
-THRESHOLDS=${THRESHOLDS:-"knee 3"}   # "knee": found at start-up; N: N ms
+THRESHOLDS=${THRESHOLDS:-"knee 3"}   # "knee": found at start-up; N: N ms; "knee@0.5": at cpu_target 0.5
 CPU_TARGET=${CPU_TARGET:-}          # the monitor's prefetch.cpu_target (empty: the node's default)
 MONITOR_SET=${MONITOR_SET:-}        # more settings for the Monitor's server, e.g. "prefetch.hold_ms=10"
 SPLIT_WARMUP=${SPLIT_WARMUP:-0}    # 1: the warm-up in a bench process of its own (the runs up to
@@ -32,6 +32,7 @@ BURSTY=${BURSTY:-1}                # 0: no Fig. 6 runs (a pilot)
 BURST_RATE=${BURST_RATE:-250}      # Fig. 6: the bursty load's mean, documents/s
 BURST_SECONDS=${BURST_SECONDS:-30} # and its length
 DOC_FILES=10
+LATENCY_QOS=${LATENCY_QOS:-1}      # 1: hold /dev/cpu_dma_latency at 0 during the runs (below)
 
 cargo build --release --locked -p slipstream >&2
 B=$PWD/target/release/slipstream
@@ -58,9 +59,25 @@ else
   echo "warning: no cgroup v1 cpu controller here; the server runs uncapped" >&2
 fi
 
+# Idle CPUs poll instead of halting while the runs last (a PM QoS request of 0 µs exit
+# latency, held as long as the file stays open, as tuned's latency-performance profile does).
+# In this virtual machine an idle vCPU halts and exits to the hypervisor, and waking it costs
+# tens of microseconds: a document's response time, three round trips through two cores, then
+# falls as the machine gets busier, and any policy that keeps the cores busy (prefetching)
+# looked faster than No-Prefetching for it. Without the file (or root) the CPUs idle as usual
+# and the script says so.
+qos=no
+if [ "$LATENCY_QOS" = 1 ] && { exec 3> /dev/cpu_dma_latency; } 2>/dev/null; then
+  printf '\0\0\0\0' >&3 && qos=yes
+fi
+[ "$qos" = yes ] || echo "warning: idle CPUs may halt (no /dev/cpu_dma_latency request)" >&2
+
 policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leave some out
+# A threshold may name its own CPU target: "knee@0.5" is the knee Monitor at cpu_target 0.5
+# (policy monitor-knee-cpu0.5).
 for t in $THRESHOLDS; do
-  if [ "$t" = knee ]; then policies="$policies monitor-knee"; else policies="$policies monitor-${t}ms"; fi
+  th=${t%@*}; cpu=; [ "$t" != "$th" ] && cpu=-cpu${t#*@}
+  if [ "$th" = knee ]; then policies="$policies monitor-knee$cpu"; else policies="$policies monitor-${th}ms$cpu"; fi
 done
 
 mkdir -p "$OUT/nps"
@@ -95,14 +112,15 @@ snap() {
 # measured run (its extra bench arguments after the policy), one line appended to CSV.
 one_run() {
   local rep=$1 rate=$2 policy=$3 out_csv=$4 tag=$5; shift 5
-  local target=()
+  local target=() mon=${policy%-cpu*}
   [ -n "$CPU_TARGET" ] && target=(--set prefetch.cpu_target="$CPU_TARGET")
+  [ "$mon" != "$policy" ] && target=(--set prefetch.cpu_target="${policy##*-cpu}")
   for kv in $MONITOR_SET; do target+=(--set "$kv"); done
-  case $policy in
+  case $mon in
     noprefetch) server=(--set prefetch.budget=unlimited); agents=off ;;
     noavoid-*) server=(--set prefetch.budget=unlimited); agents=${policy#noavoid-} ;;
     monitor-knee) server=(--set prefetch.probe_path=/f000.html "${target[@]}"); agents=hinted ;;
-    monitor-*) t=${policy#monitor-}; server=(--set prefetch.threshold_ms="$t" --set prefetch.probe_path=/f000.html "${target[@]}"); agents=hinted ;;
+    monitor-*) t=${mon#monitor-}; server=(--set prefetch.threshold_ms="$t" --set prefetch.probe_path=/f000.html "${target[@]}"); agents=hinted ;;
   esac
   # The load generator is one address standing for thousands of clients: the per-address cap
   # on connections (a guard against one client taking every slot, 1,000 by default) would
@@ -192,4 +210,4 @@ if [ "$BURSTY" = 1 ]; then
   "$B" experiment bars --out "$OUT/nps/fig6-response.svg" --title "Fig. 6: bursty load (mean $BURST_RATE documents/s), demand response time" --y-label "ms" $(bars doc_mean_ms 1)
   "$B" experiment bars --out "$OUT/nps/fig6-prefetch.svg" --title "Fig. 6: bursty load (mean $BURST_RATE documents/s), prefetch bandwidth" --y-label "MB/s" $(bars prefetch_kBps 1000)
 fi
-echo "server capped: $capped ($SHARE % of core 0); results in $csv" >&2
+echo "server capped: $capped ($SHARE % of core 0); idle CPUs poll: $qos; results in $csv" >&2

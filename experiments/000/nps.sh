@@ -60,7 +60,9 @@ else
 fi
 
 # Idle CPUs poll instead of halting while the runs last (a PM QoS request of 0 µs exit
-# latency, held as long as the file stays open, as tuned's latency-performance profile does).
+# latency, held as long as fd 3 stays open; latency-tuning profiles such as tuned's make the
+# same kind of request). Children do not inherit fd 3 (`3>&-`), so a server left behind by a
+# killed script cannot keep the CPUs polling.
 # In this virtual machine an idle vCPU halts and exits to the hypervisor, and waking it costs
 # tens of microseconds: a document's response time, three round trips through two cores, then
 # falls as the machine gets busier, and any policy that keeps the cores busy (prefetching)
@@ -128,13 +130,13 @@ one_run() {
   # 800–1,200 documents/s were those closed connections). Lifted to the overall cap here.
   taskset -c 0 "$B" serve "$work/site" --listen 127.0.0.1:0 --workers 1 --prefetch \
     --set serve.max_connections_per_ip=10000 \
-    --set prefetch.doc_files=$DOC_FILES "${server[@]}" > "$work/serve.out" 2> "$work/serve.err" &
+    --set prefetch.doc_files=$DOC_FILES "${server[@]}" > "$work/serve.out" 2> "$work/serve.err" 3>&- &
   SP=$!
   [ "$capped" = yes ] && echo "$SP" > "$cg/cgroup.procs"
   for _ in $(seq 100); do grep -q "slipstream serve:" "$work/serve.out" && break; sleep 0.1; done
   base=$(grep -o 'http://[0-9.:]*' "$work/serve.out" | head -1)
   bench() { taskset -c 1 "$B" bench "$base" --urls "$work/urls.txt" --rate "$rate" \
-      --agents "$agents" --doc-files $DOC_FILES --visit 2s --max-in-flight 4096 --timeout 10s -q "$@"; }
+      --agents "$agents" --doc-files $DOC_FILES --visit 2s --max-in-flight 4096 --timeout 10s -q "$@" 3>&-; }
   # A bench process of its own for the warm-up makes the measured run start with a cold
   # connection pool: thousands of new connections at once, a transient no real population
   # makes (the collapses at 1,000 documents/s at 4a1bf00 began there).

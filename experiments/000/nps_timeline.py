@@ -1,7 +1,7 @@
 """Lines up one run's demand timeline (the bench report nps.sh keeps, bench-POLICY-RATE-REP.json)
 with its monitor's samples (status-POLICY-RATE-REP.json), 100 ms by 100 ms, and says where the
-slow documents were: how much of the run's mean response time the slowest tenth of its 100 ms
-buckets carry, and what the monitor saw (load, probe, budget, change) in the epochs around them.
+slow documents were: how much of the run's summed response time the tenth of its 100 ms
+buckets that weigh most carry, and what the monitor saw (load, probe, budget, change) in the epochs around them.
 
     python3 experiments/000/nps_timeline.py docs/experiments/000/nps/bench-monitor-knee-600-1.json
 """
@@ -34,30 +34,41 @@ def main(path):
     samples = status.get("samples", []) if status else []
 
     def epoch_at(unix_ms):
+        """The monitor's epoch sample that covers the bucket starting at `unix_ms` (the
+        first taken after the bucket ended; re-probes, which carry no load, are skipped)."""
         if offset is None:
             return None
         at = unix_ms + offset
-        best = None
         for s in samples:
-            if s["at_ms"] <= at + 100:
-                best = s
-        return best
+            if s["at_ms"] >= at + 100 and s.get("load") is not None:
+                return s
+        return None
 
+    # The buckets that weigh most in the run's mean: the most summed response time.
     order = sorted(range(len(docs)), key=lambda i: -(docs[i] * means[i]))
     worst = order[: max(1, len(docs) // 10)]
     extra = sum(docs[i] * means[i] for i in worst)
     base = sorted(means[i] for i in range(len(docs)) if docs[i])[len([d for d in docs if d]) // 2]
     print(f"{path}: {n} documents, mean {total / n:.3f} ms, median bucket mean {base:.3f} ms")
-    print(f"the slowest tenth of 100 ms buckets ({len(worst)}) hold {extra / total * 100:.0f} % of the summed "
-          f"response time; at the median bucket's mean the run's mean would be "
+    print(f"the tenth of 100 ms buckets with the most summed response time ({len(worst)}) hold "
+          f"{extra / total * 100:.0f} % of it; at the median bucket's mean the run's mean would be "
           f"{(total - sum(docs[i] * (means[i] - base) for i in worst)) / n:.3f} ms")
+    failed = t.get("failed", [0] * len(docs))
+    if sum(failed):
+        print(f"{sum(failed)} documents failed, in buckets "
+              + ", ".join(str(i) for i, f in enumerate(failed) if f))
     print("bucket  docs  mean_ms  max_ms   | server: load  probe_ms  budget  change")
     for i in sorted(worst):
         e = epoch_at(t["measured_start_unix_ms"] + i * t["bucket_ms"])
-        srv = (f"{e['load'] if e['load'] is not None else float('nan'):.2f}  {(e['rt_us'] or 0) / 1000:7.2f}  "
+        probe = f"{e['rt_us'] / 1000:7.2f}" if e and e.get("rt_us") is not None else "   fail"
+        srv = (f"{e['load']:.2f}  {probe}  "
                f"{e['budget_per_s']:7.0f}  {e['change']}") if e else "-"
         print(f"{i:6d}  {docs[i]:4d}  {means[i]:7.2f}  {maxes[i]:7.2f}   | {srv}")
 
 
-for p in sys.argv[1:]:
-    main(p)
+if __name__ == "__main__":
+    try:
+        for p in sys.argv[1:]:
+            main(p)
+    except BrokenPipeError:  # piped into head
+        pass

@@ -107,22 +107,25 @@ pub struct AgentReport {
     /// The measured documents by when they arrived: one entry per [`TIMELINE_BUCKET`] of the
     /// measured run.
     pub timeline: Vec<Bucket>,
-    /// When the measured run began (its first arrival's scheduled time), in milliseconds since
-    /// the Unix epoch, to line the timeline up with a server's own records.
+    /// When the measured run began (the run's start plus the warm-up: the first bucket's
+    /// start), in milliseconds since the Unix epoch, to line the timeline up with a server's
+    /// own records.
     pub measured_start_unix_ms: u64,
 }
 
 /// The width of a timeline bucket.
 pub const TIMELINE_BUCKET: Duration = Duration::from_millis(100);
 
-/// The documents that arrived in one bucket of the timeline and completed.
+/// The documents that arrived in one bucket of the timeline.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Bucket {
-    /// How many.
+    /// How many completed.
     pub documents: u64,
-    /// Their summed response time, in milliseconds.
+    /// How many failed (an error, a timeout, or no room among the clients in progress).
+    pub failed: u64,
+    /// The completed ones' summed response time, in milliseconds.
     pub sum_ms: f64,
-    /// The slowest, in milliseconds.
+    /// The slowest completed one, in milliseconds.
     pub max_ms: f64,
 }
 
@@ -161,6 +164,7 @@ impl AgentReport {
                 "bucket_ms": TIMELINE_BUCKET.as_millis() as u64,
                 "measured_start_unix_ms": self.measured_start_unix_ms,
                 "documents": self.timeline.iter().map(|b| b.documents).collect::<Vec<_>>(),
+                "failed": self.timeline.iter().map(|b| b.failed).collect::<Vec<_>>(),
                 "mean_ms": self.timeline.iter()
                     .map(|b| if b.documents > 0 { b.sum_ms / b.documents as f64 } else { 0.0 })
                     .collect::<Vec<_>>(),
@@ -212,6 +216,25 @@ impl Shared {
 }
 
 impl Sink {
+    /// Counts a document that arrived in timeline bucket `bucket`: completed in `took`, or
+    /// failed (`None`).
+    fn on_timeline(&self, bucket: usize, took: Option<Duration>) {
+        let mut timeline = self.timeline.lock().unwrap_or_else(|e| e.into_inner());
+        if timeline.len() <= bucket {
+            timeline.resize(bucket + 1, Bucket::default());
+        }
+        let b = &mut timeline[bucket];
+        match took {
+            Some(took) => {
+                let ms = took.as_secs_f64() * 1e3;
+                b.documents += 1;
+                b.sum_ms += ms;
+                b.max_ms = b.max_ms.max(ms);
+            }
+            None => b.failed += 1,
+        }
+    }
+
     fn new() -> Sink {
         Sink {
             demand: Recorder::new(),
@@ -291,15 +314,17 @@ pub async fn run_agents(
             .map(|i| docs[(first + i) % docs.len()].0.clone())
             .collect();
         let measured = arrival >= shared.plan.warmup;
+        let bucket = (arrival.saturating_sub(shared.plan.warmup).as_millis()
+            / TIMELINE_BUCKET.as_millis()) as usize;
         let Ok(permit) = in_flight.clone().try_acquire_owned() else {
-            shared.sink(measured).demand.error(ErrorKind::Overload, 0);
+            let sink = shared.sink(measured);
+            sink.demand.error(ErrorKind::Overload, 0);
+            sink.on_timeline(bucket, None);
             continue;
         };
         let shared = shared.clone();
         tasks.spawn(async move {
-            let bucket = arrival.saturating_sub(shared.plan.warmup).as_millis()
-                / TIMELINE_BUCKET.as_millis();
-            visit(&shared, shared.sink(measured), &doc, at, n, bucket as usize).await;
+            visit(&shared, shared.sink(measured), &doc, at, n, bucket).await;
             drop(permit);
         });
         // Reap finished clients so the set stays as small as the clients in progress.
@@ -477,21 +502,12 @@ async fn visit(
     });
     if let Some(kind) = failed {
         sink.demand.error(kind, bytes);
+        sink.on_timeline(bucket, None);
         return;
     }
     let took = arrived.elapsed();
     sink.demand.success(took, bytes);
-    {
-        let mut timeline = sink.timeline.lock().unwrap_or_else(|e| e.into_inner());
-        if timeline.len() <= bucket {
-            timeline.resize(bucket + 1, Bucket::default());
-        }
-        let b = &mut timeline[bucket];
-        let ms = took.as_secs_f64() * 1e3;
-        b.documents += 1;
-        b.sum_ms += ms;
-        b.max_ms = b.max_ms.max(ms);
-    }
+    sink.on_timeline(bucket, Some(took));
     let doc = files[0].as_str();
     let turns = match plan.prefetching {
         Prefetching::Off => return,

@@ -118,8 +118,9 @@ struct Control {
     /// validation, and the count and time it was last updated from.
     used_per_s: f64,
     used_from: (Duration, u64),
-    /// When the last load was reported, and the requests answered by then.
-    served_from: (Duration, u64),
+    /// When the last load was reported, and the requests answered by then (`None` before the
+    /// first).
+    served_from: Option<(Duration, u64)>,
 }
 
 /// The answer to a hint request.
@@ -159,7 +160,7 @@ impl Nps {
                 },
                 used_per_s: 0.0,
                 used_from: (Duration::ZERO, 0),
-                served_from: (Duration::ZERO, 0),
+                served_from: None,
             }),
             settings,
             started: Instant::now(),
@@ -286,15 +287,19 @@ impl Nps {
         }
         if load.is_some() {
             // The requests answered over the same epoch as the load, for what a request costs.
+            // The files answered (demand and prefetch) only: probes, hint requests and
+            // responses without a body also use the CPU the load counts, so load / requests
+            // overstates a file's cost, and the room a growth step sees errs low.
             let answered = self.demand.requests.load(Ordering::Relaxed)
                 + self.prefetch.requests.load(Ordering::Relaxed);
-            let (then, before) = c.served_from;
-            let dt = now.saturating_sub(then).as_secs_f64();
-            if dt > 0.0 && before > 0 {
-                c.monitor
-                    .set_served(answered.saturating_sub(before) as f64 / dt);
+            if let Some((then, before)) = c.served_from {
+                let dt = now.saturating_sub(then).as_secs_f64();
+                if dt > 0.0 {
+                    c.monitor
+                        .set_served(answered.saturating_sub(before) as f64 / dt);
+                }
             }
-            c.served_from = (now, answered);
+            c.served_from = Some((now, answered));
         }
         c.monitor.set_load(load);
         let (next, change) = c.monitor.sample(rt);

@@ -43,7 +43,7 @@
 //!   grow. Under it, a growth step (after the paper's five good samples) aims at [`LOAD_AIM`]
 //!   of the target: with the requests the node answered per second reported as well
 //!   ([`Monitor::set_served`]), it adds half the requests the aim leaves room for at what a
-//!   request costs now (load over requests); without them, it multiplies the budget by the
+//!   request costs now (load over requests), at most the requests answered now; without them, it multiplies the budget by the
 //!   aim over the mean load since the last change, at most doubling it. Either way steps are
 //!   large far from the aim, small near it, none past it, and between the aim and the target
 //!   the budget holds. This replaces slow start and the additive increase while the load is
@@ -363,7 +363,9 @@ impl Monitor {
                 // prefetching: with demand at 0.45 of the CPU, as at 1,200 documents/s on our
                 // test server, it grew a budget of a hundred files a second by a quarter a
                 // step, and took most of a run to reach the room there was.)
-                Some(served) => (aim - load) / load * served / 2.0,
+                // At most the requests answered now: a load near zero would otherwise make
+                // the room look unbounded (validation bounds it too, when it is on).
+                Some(served) => ((aim - load) / load * served / 2.0).min(served),
                 // B·aim/L would bring the load to the aim if all of it came from prefetching,
                 // and less when part of it is demand, so a step never overshoots it (up to the
                 // load's noise).
@@ -830,6 +832,23 @@ mod tests {
             m.sample(Some(MS));
         }
         assert!((m.budget_per_s() - 5701.0).abs() < 1e-6);
+        // Near no load at all, a step adds at most the requests answered now.
+        let mut m = Monitor::new(MonitorConfig {
+            threshold: 10 * MS,
+            load_target: 0.8,
+            validate: 0.0,
+            ..MonitorConfig::default()
+        });
+        for _ in 0..5 {
+            m.set_load(Some(0.001));
+            m.set_served(100.0);
+            m.sample(Some(MS));
+        }
+        assert!(
+            (m.budget_per_s() - 101.0).abs() < 1e-9,
+            "{}",
+            m.budget_per_s()
+        );
     }
 
     #[test]

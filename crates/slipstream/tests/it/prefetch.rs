@@ -310,8 +310,8 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     // not browser prefetches admitted against the budget a second time.
     assert_eq!(s["granted_files"], s["lists"].as_u64().unwrap() * 2, "{s}");
     assert_eq!(s["refused_browser_prefetches"], 0, "{s}");
-    // The timeline holds every measured document once, by the 100 ms in which it arrived:
-    // twenty buckets for two seconds at 20 a second.
+    // The timeline holds every completed measured document once, by the 100 ms in which it
+    // arrived: twenty buckets for two seconds at 20 a second.
     let run: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).expect("read run.json")).expect("json");
     let t = &run["timeline"];
@@ -328,6 +328,7 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
         "{run}"
     );
     assert_eq!(docs.len(), 20, "{t}");
+    assert_eq!(t["failed"].as_array().expect("failed").len(), 20, "{t}");
     assert!(
         t["measured_start_unix_ms"].as_u64().unwrap() > 1_700_000_000_000,
         "{t}"

@@ -720,12 +720,7 @@ mod tests {
 
     #[test]
     fn the_load_target_cuts_and_grows_the_budget_in_proportion() {
-        let mut m = Monitor::new(MonitorConfig {
-            threshold: 10 * MS,
-            load_target: 0.8,
-            validate: 0.0,
-            ..MonitorConfig::default()
-        });
+        let mut m = load_monitor();
         m.set_load(Some(0.2));
         for _ in 0..25 {
             m.sample(Some(MS));
@@ -788,67 +783,53 @@ mod tests {
         assert!(m.slow_starting());
     }
 
-    #[test]
-    fn with_the_requests_served_a_step_fills_half_the_room_under_the_aim() {
-        let mut m = Monitor::new(MonitorConfig {
+    /// A monitor with a load target of 0.8 and no validation, for the load rule's tests.
+    fn load_monitor() -> Monitor {
+        Monitor::new(MonitorConfig {
             threshold: 10 * MS,
             load_target: 0.8,
             validate: 0.0,
             ..MonitorConfig::default()
-        });
-        // Demand alone holds the node at 0.36 answering 9,000 requests a second: 0.04 ms of
-        // CPU a request, and the aim (0.72) leaves room for 9,000 more a second. A step takes
-        // half of it, where B·aim/L would only have doubled a budget of one file a second.
-        for _ in 0..5 {
-            m.set_load(Some(0.36));
-            m.set_served(9000.0);
-            m.sample(Some(MS));
-        }
+        })
+    }
+
+    fn assert_budget(m: &Monitor, expected: f64) {
+        let b = m.budget_per_s();
         assert!(
-            (m.budget_per_s() - 4501.0).abs() < 1e-9,
-            "{}",
-            m.budget_per_s()
+            (b - expected).abs() < 1e-6,
+            "budget {b}, expected {expected}"
         );
-        // The means since the last change count: 0.6 at 12,000 a second leaves 2,400.
-        for (load, served) in [(0.5, 11_000.0), (0.7, 13_000.0), (0.6, 12_000.0)] {
+    }
+
+    /// `n` epochs at `load`, answering `served` requests a second, with fast probes.
+    fn epochs(m: &mut Monitor, n: usize, load: f64, served: f64) {
+        for _ in 0..n {
             m.set_load(Some(load));
             m.set_served(served);
             m.sample(Some(MS));
         }
-        for _ in 0..2 {
-            m.set_load(Some(0.6));
-            m.set_served(12_000.0);
-            m.sample(Some(MS));
-        }
-        assert!(
-            (m.budget_per_s() - 5701.0).abs() < 1e-6,
-            "{}",
-            m.budget_per_s()
-        );
+    }
+
+    #[test]
+    fn with_the_requests_served_a_step_fills_half_the_room_under_the_aim() {
+        let mut m = load_monitor();
+        // Demand alone holds the node at 0.36 answering 9,000 requests a second: 0.04 ms of
+        // CPU a request, and the aim (0.72) leaves room for 9,000 more a second. A step takes
+        // half of it, where B·aim/L would only have doubled a budget of one file a second.
+        epochs(&mut m, 5, 0.36, 9000.0);
+        assert_budget(&m, 4501.0);
+        // The means since the last change count: 0.6 at 12,000 a second leaves 2,400.
+        epochs(&mut m, 1, 0.5, 11_000.0);
+        epochs(&mut m, 1, 0.7, 13_000.0);
+        epochs(&mut m, 3, 0.6, 12_000.0);
+        assert_budget(&m, 5701.0);
         // At the aim it holds.
-        for _ in 0..5 {
-            m.set_load(Some(0.75));
-            m.set_served(20_000.0);
-            m.sample(Some(MS));
-        }
-        assert!((m.budget_per_s() - 5701.0).abs() < 1e-6);
+        epochs(&mut m, 5, 0.75, 20_000.0);
+        assert_budget(&m, 5701.0);
         // Near no load at all, a step adds at most the requests answered now.
-        let mut m = Monitor::new(MonitorConfig {
-            threshold: 10 * MS,
-            load_target: 0.8,
-            validate: 0.0,
-            ..MonitorConfig::default()
-        });
-        for _ in 0..5 {
-            m.set_load(Some(0.001));
-            m.set_served(100.0);
-            m.sample(Some(MS));
-        }
-        assert!(
-            (m.budget_per_s() - 101.0).abs() < 1e-9,
-            "{}",
-            m.budget_per_s()
-        );
+        let mut m = load_monitor();
+        epochs(&mut m, 5, 0.001, 100.0);
+        assert_budget(&m, 101.0);
     }
 
     #[test]

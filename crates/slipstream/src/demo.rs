@@ -191,6 +191,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // also the cache manager, and two cache nodes, each a browser proxy for the site.
         let ring = coop_ring(&data_dir).await?;
         let coop_hits = warm_ring(&ring, origin.addr).await?;
+        // Caught before the lines below say the demo is up: a SIGTERM sent on reading them
+        // must stop it cleanly (its files removed), not kill it.
+        let mut signals = crate::serve::signals()?;
         println!("slipstream demo is running (Ctrl-C to stop)");
         println!("  site:    {base}/   (child proxy -> parent proxies -> origin)");
         println!("  status:  {base}/_slipstream/status");
@@ -251,7 +254,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             prefetched.hint_waits
         );
         println!("coop warm-up: {coop_hits} of its requests answered by the cooperative cache");
-        crate::serve::shutdown_signal().await
+        while signals.next().await != slipstream_node::bootstrap::Asked::Stop {}
+        Ok(())
     });
     if args.site_dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);

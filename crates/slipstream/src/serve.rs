@@ -478,10 +478,3 @@ pub async fn stop(node: Running, drain: std::time::Duration) {
         eprintln!("stopped with {cut} connection(s) still open at the deadline");
     }
 }
-
-/// Completes on Ctrl-C (SIGINT) or SIGTERM, the signal service managers send.
-pub async fn shutdown_signal() -> anyhow::Result<()> {
-    bootstrap::shutdown_signal()
-        .await
-        .context("waiting for a shutdown signal")
-}

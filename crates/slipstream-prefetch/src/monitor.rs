@@ -37,8 +37,10 @@
 //!   nearly saturated, too late near capacity (on our test server the probes stayed at
 //!   50–130 µs up to a collapse: docs/experiments/000-nps.md). The caller also reports the
 //!   node's CPU load each epoch, as a fraction of the CPU it may use ([`Monitor::set_load`]).
-//!   Over the target, the budget is cut in proportion (to the target over the load, from what
-//!   clients were granted lately when that is less than the budget), at most once every
+//!   Over the target, the budget is cut (from what clients were granted lately when that is
+//!   less than the budget, by at most half): with the requests answered reported
+//!   ([`Monitor::set_served`]), by the requests the load is over the aim by at what a request
+//!   costs now; without them, to the target over the load. At most once every
 //!   [`LOAD_CUT_EVERY`] samples so that a cut is measured before the next, and it does not
 //!   grow. Under it, a growth step (after the paper's five good samples) aims at [`LOAD_AIM`]
 //!   of the target: with the requests the node answered per second reported as well
@@ -166,6 +168,8 @@ pub struct Monitor {
     load_since: (f64, u32),
     /// The sum and count of the request rates reported since the budget last changed.
     served_since: (f64, u32),
+    /// The last request rate reported.
+    last_served: Option<f64>,
     /// Samples since the last cut for load.
     since_cut: u32,
 }
@@ -186,6 +190,7 @@ impl Monitor {
             load: None,
             load_since: (0.0, 0),
             served_since: (0.0, 0),
+            last_served: None,
             since_cut: LOAD_CUT_EVERY,
         }
     }
@@ -209,6 +214,7 @@ impl Monitor {
         if per_s.is_finite() && per_s >= 0.0 {
             self.served_since.0 += per_s;
             self.served_since.1 += 1;
+            self.last_served = Some(per_s);
         }
     }
 
@@ -292,12 +298,19 @@ impl Monitor {
             } else {
                 self.budget
             };
-            let factor = if probe_over {
-                0.5
+            let cut = if probe_over {
+                from * 0.5
+            } else if let Some(served) = self.last_served.filter(|r| *r > 0.0) {
+                // The growth step's mirror: take away the requests the load is over the aim
+                // by, at what a request costs now. (B·T/L shrinks only the prefetching's share
+                // of the load, so it left the load at T + D(1 − T/L) for demand's share D:
+                // still over the target, and the budget never back in the dead band.) At
+                // most half.
+                (from - (load - target * LOAD_AIM) / load * served).max(from * 0.5)
             } else {
-                (target / load).max(0.5)
+                from * (target / load).max(0.5)
             };
-            self.budget = (from * factor).max(self.config.min_per_s);
+            self.budget = cut.max(self.config.min_per_s);
             return (Next::NextEpoch, Change::Cut);
         }
         let over = rt.is_none_or(|rt| rt > self.config.threshold);
@@ -826,6 +839,14 @@ mod tests {
         // At the aim it holds.
         epochs(&mut m, 5, 0.75, 20_000.0);
         assert_budget(&m, 5701.0);
+        // Over the target, a cut takes away the requests the load is over the aim by: at 0.8
+        // answering 10,000 a second, 0.08 of 0.8 is 1,000 requests a second.
+        epochs(&mut m, 1, 0.8 + 1e-9, 10_000.0);
+        assert!(
+            (m.budget_per_s() - 4701.0).abs() < 1e-3,
+            "{}",
+            m.budget_per_s()
+        );
         // Near no load at all, a step adds at most the requests answered now.
         let mut m = load_monitor();
         epochs(&mut m, 5, 0.001, 100.0);

@@ -201,7 +201,8 @@ struct Shared {
 struct Sink {
     demand: Recorder,
     counts: Counts,
-    timeline: std::sync::Mutex<Vec<Bucket>>,
+    /// The measured run's timeline (none for the warm-up, which nobody reads).
+    timeline: Option<std::sync::Mutex<Vec<Bucket>>>,
 }
 
 impl Shared {
@@ -219,7 +220,10 @@ impl Sink {
     /// Counts a document that arrived in timeline bucket `bucket`: completed in `took`, or
     /// failed (`None`).
     fn on_timeline(&self, bucket: usize, took: Option<Duration>) {
-        let mut timeline = self.timeline.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(timeline) = &self.timeline else {
+            return;
+        };
+        let mut timeline = timeline.lock().unwrap_or_else(|e| e.into_inner());
         if timeline.len() <= bucket {
             timeline.resize(bucket + 1, Bucket::default());
         }
@@ -235,11 +239,12 @@ impl Sink {
         }
     }
 
-    fn new() -> Sink {
+    /// A sink, keeping a timeline if `timeline`.
+    fn new(timeline: bool) -> Sink {
         Sink {
             demand: Recorder::new(),
             counts: Counts::default(),
-            timeline: std::sync::Mutex::new(Vec::new()),
+            timeline: timeline.then(|| std::sync::Mutex::new(Vec::new())),
         }
     }
 }
@@ -280,8 +285,8 @@ pub async fn run_agents(
     let shared = Arc::new(Shared {
         plan,
         client,
-        measured: Sink::new(),
-        warming: Sink::new(),
+        measured: Sink::new(true),
+        warming: Sink::new(false),
     });
     let start = Instant::now();
     let measured_start_unix_ms = (std::time::SystemTime::now() + shared.plan.warmup)
@@ -334,13 +339,12 @@ pub async fn run_agents(
     let elapsed = start.elapsed();
     on_progress(elapsed, shared.measured.demand.progress(elapsed).completed);
     let c = &shared.measured.counts;
-    let timeline = std::mem::take(
-        &mut *shared
-            .measured
-            .timeline
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()),
-    );
+    let timeline = shared
+        .measured
+        .timeline
+        .as_ref()
+        .map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|e| e.into_inner())))
+        .unwrap_or_default();
     Ok(AgentReport {
         window: shared.plan.duration,
         demand: shared

@@ -259,12 +259,3 @@ impl Signals {
         }
     }
 }
-
-/// Completes on Ctrl-C (SIGINT) or SIGTERM, the signal service managers send.
-pub async fn shutdown_signal() -> std::io::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r,
-        _ = term.recv() => Ok(()),
-    }
-}

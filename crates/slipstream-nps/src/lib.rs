@@ -115,12 +115,35 @@ struct Control {
     /// `ThresholdSource` name.
     threshold_source: &'static str,
     /// Files granted per second lately (an EWMA over about a second), for the monitor's
-    /// validation, and the count and time it was last updated from.
+    /// validation, and the files granted, counted at each sample.
     used_per_s: f64,
-    used_from: (Duration, u64),
-    /// When the last load was reported, and the requests answered by then (`None` before the
-    /// first).
-    served_from: Option<(Duration, u64)>,
+    used: CountRate,
+    /// The requests answered, counted at each load report.
+    served: CountRate,
+}
+
+/// The rate of a growing count between two readings.
+#[derive(Debug)]
+struct CountRate(Option<(Duration, u64)>);
+
+impl CountRate {
+    /// Per second since the last reading (at `now`, the count `count`), and the seconds since
+    /// it; `None` at the first reading, or when no time has passed (the reading is then not
+    /// taken).
+    fn per_s(&mut self, now: Duration, count: u64) -> Option<(f64, f64)> {
+        let rate = match self.0 {
+            Some((then, before)) => {
+                let dt = now.saturating_sub(then).as_secs_f64();
+                if dt <= 0.0 {
+                    return None;
+                }
+                Some((count.saturating_sub(before) as f64 / dt, dt))
+            }
+            None => None,
+        };
+        self.0 = Some((now, count));
+        rate
+    }
 }
 
 /// The answer to a hint request.
@@ -159,8 +182,8 @@ impl Nps {
                     "pending"
                 },
                 used_per_s: 0.0,
-                used_from: (Duration::ZERO, 0),
-                served_from: None,
+                used: CountRate(Some((Duration::ZERO, 0))),
+                served: CountRate(None),
             }),
             settings,
             started: Instant::now(),
@@ -275,13 +298,9 @@ impl Nps {
         let mut c = self.control.lock();
         // The files granted since the last sample, per second, averaged over about a second.
         let files = c.distributor.totals().files;
-        let (then, before) = c.used_from;
-        let dt = now.saturating_sub(then).as_secs_f64();
-        if dt > 0.0 {
-            let rate = files.saturating_sub(before) as f64 / dt;
+        if let Some((rate, dt)) = c.used.per_s(now, files) {
             let alpha = dt.min(1.0);
             c.used_per_s += alpha * (rate - c.used_per_s);
-            c.used_from = (now, files);
             let used = c.used_per_s;
             c.monitor.set_usage(used);
         }
@@ -292,14 +311,9 @@ impl Nps {
             // overstates a file's cost, and the room a growth step sees errs low.
             let answered = self.demand.requests.load(Ordering::Relaxed)
                 + self.prefetch.requests.load(Ordering::Relaxed);
-            if let Some((then, before)) = c.served_from {
-                let dt = now.saturating_sub(then).as_secs_f64();
-                if dt > 0.0 {
-                    c.monitor
-                        .set_served(answered.saturating_sub(before) as f64 / dt);
-                }
+            if let Some((rate, _)) = c.served.per_s(now, answered) {
+                c.monitor.set_served(rate);
             }
-            c.served_from = Some((now, answered));
         }
         c.monitor.set_load(load);
         let (next, change) = c.monitor.sample(rt);
@@ -391,5 +405,23 @@ impl Nps {
             },
             "samples": c.samples.iter().collect::<Vec<_>>(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_rate_starts_at_its_second_reading_and_skips_a_zero_interval() {
+        let s = Duration::from_secs;
+        let mut r = CountRate(None);
+        assert_eq!(r.per_s(s(1), 100), None);
+        assert_eq!(r.per_s(s(3), 500), Some((200.0, 2.0)));
+        // No time passed: no rate, and the reading is not taken.
+        assert_eq!(r.per_s(s(3), 900), None);
+        assert_eq!(r.per_s(s(4), 700), Some((200.0, 1.0)));
+        // A count that went back reads as nothing answered, not a negative rate.
+        assert_eq!(r.per_s(s(5), 600), Some((0.0, 1.0)));
     }
 }

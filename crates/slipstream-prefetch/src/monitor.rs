@@ -45,11 +45,11 @@
 //!   grow. Under it, a growth step (after the paper's five good samples) aims at [`LOAD_AIM`]
 //!   of the target: with the requests the node answered per second reported as well
 //!   ([`Monitor::set_served`]), it adds half the requests the aim leaves room for at what a
-//!   request costs now (load over requests), at most the requests answered now; without them, it multiplies the budget by the
-//!   aim over the mean load since the last change, at most doubling it. Either way steps are
-//!   large far from the aim, small near it, none past it, and between the aim and the target
-//!   the budget holds. This replaces slow start and the additive increase while the load is
-//!   known. The probes keep their rule: a confirmed
+//!   request costs now (load over requests), at most the requests answered now; without
+//!   them, it multiplies the budget by the aim over the mean load since the last change, at
+//!   most doubling it. Either way steps are large far from the aim, small near it, none past
+//!   it, and between the aim and the target the budget holds. This replaces slow start and
+//!   the additive increase while the load is known. The probes keep their rule: a confirmed
 //!   sample over the threshold still halves the budget. `0` turns it off (the paper's rule).
 //! - **The threshold from the knee** ([`knee`]): the paper supplies thresholds by hand and names
 //!   picking them automatically as future work, noting that response time is "nearly constant
@@ -68,9 +68,10 @@ pub const LOAD_CUT_EVERY: u32 = 2;
 /// Growth for load aims at this fraction of the target, and the budget holds between the aim
 /// and the target: a dead band, as a thermostat has. Aimed at the target itself, the budget
 /// grew until an epoch's load crossed it, and an epoch's load varies by about 0.1 around its
-/// mean on our test server (docs/experiments/000-nps.md): the load sat at the target, crossing
-/// it every few epochs, and each crossing was a cut followed by a second of lists already
-/// granted and queued carrying the load to 0.8–0.9 (seen at 1,200 documents/s).
+/// mean on our test server: the load sat at the target, crossing it every few epochs, and each
+/// crossing was a cut followed by a second of lists already granted and queued carrying the
+/// load to 0.8–0.9 (seen at 1,200 documents/s: the samples in
+/// docs/experiments/000/nps/pilots/pilot24-status-monitor-knee-1200-2.json).
 pub const LOAD_AIM: f64 = 0.9;
 
 /// The monitor's settings.
@@ -144,6 +145,31 @@ pub enum Change {
     Cut,
 }
 
+/// A running mean.
+#[derive(Debug, Clone, Copy, Default)]
+struct Mean {
+    sum: f64,
+    n: u32,
+}
+
+impl Mean {
+    fn push(&mut self, x: f64) {
+        self.sum += x;
+        self.n += 1;
+    }
+
+    fn mean(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / f64::from(self.n))
+    }
+}
+
+/// What the caller reported since the budget last changed, for a growth step's means.
+#[derive(Debug, Clone, Copy, Default)]
+struct Since {
+    load: Mean,
+    served: Mean,
+}
+
 /// The AIMD budget estimator. The budget is in prefetched files per second.
 #[derive(Debug, Clone)]
 pub struct Monitor {
@@ -164,10 +190,8 @@ pub struct Monitor {
     used_per_s: f64,
     /// The node's load over the last epoch, as the caller last reported.
     load: Option<f64>,
-    /// The sum and count of the loads reported since the budget last changed.
-    load_since: (f64, u32),
-    /// The sum and count of the request rates reported since the budget last changed.
-    served_since: (f64, u32),
+    /// The loads, and the request rates, reported since the budget last changed.
+    since: Since,
     /// The last request rate reported.
     last_served: Option<f64>,
     /// Samples since the last cut for load.
@@ -188,8 +212,7 @@ impl Monitor {
             restarted: false,
             used_per_s: 0.0,
             load: None,
-            load_since: (0.0, 0),
-            served_since: (0.0, 0),
+            since: Since::default(),
             last_served: None,
             since_cut: LOAD_CUT_EVERY,
         }
@@ -201,8 +224,7 @@ impl Monitor {
     pub fn set_load(&mut self, load: Option<f64>) {
         self.load = load.filter(|l| l.is_finite() && *l >= 0.0);
         if let Some(l) = self.load {
-            self.load_since.0 += l;
-            self.load_since.1 += 1;
+            self.since.load.push(l);
         }
     }
 
@@ -212,8 +234,7 @@ impl Monitor {
     /// costs, so the room left under the aim is a number of requests (see [`Monitor::sample`]).
     pub fn set_served(&mut self, per_s: f64) {
         if per_s.is_finite() && per_s >= 0.0 {
-            self.served_since.0 += per_s;
-            self.served_since.1 += 1;
+            self.since.served.push(per_s);
             self.last_served = Some(per_s);
         }
     }
@@ -286,8 +307,7 @@ impl Monitor {
             self.good = 0;
             self.confirming = false;
             self.end_slow_start();
-            self.load_since = (0.0, 0);
-            self.served_since = (0.0, 0);
+            self.since = Since::default();
             if self.since_cut < LOAD_CUT_EVERY && !probe_over {
                 return (Next::NextEpoch, Change::None);
             }
@@ -327,8 +347,7 @@ impl Monitor {
             self.confirming = false;
             self.good = 0;
             self.end_slow_start();
-            self.load_since = (0.0, 0);
-            self.served_since = (0.0, 0);
+            self.since = Since::default();
             self.budget = (self.budget / 2.0).max(self.config.min_per_s);
             return (Next::NextEpoch, Change::Halved);
         }
@@ -344,10 +363,9 @@ impl Monitor {
             return (Next::NextEpoch, change);
         }
         self.good = 0;
-        let (sum, n) = std::mem::take(&mut self.load_since);
-        let mean_load = (self.config.load_target > 0.0 && n > 0).then(|| sum / f64::from(n));
-        let (sum, n) = std::mem::take(&mut self.served_since);
-        let mean_served = (n > 0).then(|| sum / f64::from(n));
+        let since = std::mem::take(&mut self.since);
+        let mean_load = since.load.mean().filter(|_| self.config.load_target > 0.0);
+        let mean_served = since.served.mean();
         let bound = self.validated_bound();
         if self.budget >= bound {
             // Unused budget: not grown, and decayed toward what is used (never below the

@@ -63,10 +63,11 @@ fi
 # latency, held as long as fd 3 stays open; latency-tuning profiles such as tuned's make the
 # same kind of request). Children do not inherit fd 3 (`3>&-`), so a server left behind by a
 # killed script cannot keep the CPUs polling.
-# In this virtual machine an idle vCPU halts and exits to the hypervisor, and waking it costs
-# tens of microseconds: a document's response time, three round trips through two cores, then
-# falls as the machine gets busier, and any policy that keeps the cores busy (prefetching)
-# looked faster than No-Prefetching for it. Without the file (or root) the CPUs idle as usual
+# In this virtual machine an idle vCPU halts and exits to the hypervisor, and waking it takes
+# time (not measured here on its own): a document's response time, three round trips through
+# two cores, then fell as the machine got busier, and any policy that kept the cores busy
+# (prefetching) looked faster than No-Prefetching for it (docs/experiments/000-nps.md, pilot
+# 24). Without the file (or root) the CPUs idle as usual
 # and the script says so.
 qos=no
 if [ "$LATENCY_QOS" = 1 ] && { exec 3> /dev/cpu_dma_latency; } 2>/dev/null; then

@@ -1,5 +1,9 @@
-"""Summarises experiments/000/nps.sh's runs.csv as the report's markdown table (stdout)."""
+"""Summarises experiments/000/nps.sh's runs.csv as the report's markdown tables (stdout), with
+the bench reports and monitor status files beside it when they are there."""
 import csv
+import glob
+import json
+import os
 import sys
 from collections import defaultdict
 
@@ -104,8 +108,67 @@ for rate in rates:
         cells.append(" · ".join(runs))
     print(f"| {rate} | " + " | ".join(cells) + " |")
 
+# Each run's typical 100 ms and its slowest document, from the bench reports nps.sh keeps
+# beside runs.csv (bench-POLICY-RATE-REP.json), when they are there: a mean response time is
+# carried by its rare slow seconds as much as by its typical ones.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nps_timeline import median_bucket_ms  # noqa: E402
+
+here = os.path.dirname(sys.argv[1])
+typical = defaultdict(list)  # (tag, policy) -> [(median bucket ms, slowest ms)]
+for path in glob.glob(os.path.join(here, "bench-*.json")):
+    policy, tag, _rep = os.path.basename(path)[len("bench-"):-len(".json")].rsplit("-", 2)
+    bench = json.load(open(path))
+    med = median_bucket_ms(bench)
+    if med is not None:
+        typical[(tag, policy)].append((med, max(bench["timeline"]["max_ms"])))
+if typical:
+    tags = sorted({t for t, _ in typical}, key=lambda t: (not t.isdigit(), int(t) if t.isdigit() else 0))
+    cols = [p for p in policies if p != "noprefetch"]
+    print()
+    print("Typical 100 ms: each run's median 100 ms bucket of mean response time, averaged over the")
+    print("runs, against No-Prefetching's; then the slowest document of any run, in ms.")
+    print()
+    print("| docs/s | noprefetch slowest | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    for tag in tags:
+        base = typical.get((tag, "noprefetch"))
+        if not base:
+            continue
+        b = sum(m for m, _ in base) / len(base)
+        cells = []
+        for p in cols:
+            v = typical.get((tag, p))
+            if not v:
+                cells.append("—")
+                continue
+            m = sum(x for x, _ in v) / len(v)
+            cells.append(f"{(m / b - 1) * 100:+.0f} %, {max(x for _, x in v):.0f} ms")
+        print(f"| {tag} | {max(x for _, x in base):.0f} ms | " + " | ".join(cells) + " |")
+
+# Demand's own load: the Monitors' CPU load samples while their budget was still under 200
+# files a second (demand, its hint requests and the probes, before prefetching took much).
+own = defaultdict(list)
+for path in glob.glob(os.path.join(here, "status-monitor-*.json")):
+    policy, tag, _rep = os.path.basename(path)[len("status-"):-len(".json")].rsplit("-", 2)
+    loads = [x["load"] for x in json.load(open(path)).get("samples", [])
+             if x.get("load") is not None and x["budget_per_s"] < 200]
+    if loads:
+        own[(tag, policy)].append(sum(loads) / len(loads))
+if own:
+    print()
+    print("Demand's own CPU load: each Monitor run's mean load while its budget was under 200 files/s")
+    print("(min–max over its runs).")
+    print()
+    mons = [p for p in policies if p.startswith("monitor")]
+    print("| docs/s | " + " | ".join(mons) + " |")
+    print("|---|" + "---|" * len(mons))
+    for tag in sorted({t for t, _ in own}, key=lambda t: (not t.isdigit(), int(t) if t.isdigit() else 0)):
+        cells = [f"{min(own[(tag, p)]):.2f}–{max(own[(tag, p)]):.2f}" if own.get((tag, p)) else "—"
+                 for p in mons]
+        print(f"| {tag} | " + " | ".join(cells) + " |")
+
 # Fig. 6: the bursty run, when its CSV sits beside runs.csv.
-import os
 bursty = os.path.join(os.path.dirname(sys.argv[1]), "bursty.csv")
 if os.path.exists(bursty) and sum(1 for _ in open(bursty)) > 1:
     b = defaultdict(list)

@@ -1,7 +1,8 @@
 """Lines up one run's demand timeline (the bench report nps.sh keeps, bench-POLICY-RATE-REP.json)
 with its monitor's samples (status-POLICY-RATE-REP.json), 100 ms by 100 ms, and says where the
 slow documents were: how much of the run's summed response time the tenth of its 100 ms
-buckets that weigh most carry, and what the monitor saw (load, probe, budget, change) in the epochs around them.
+buckets that weigh most carry, and what the monitor saw (load, probe, budget, change) in the
+epochs around them.
 
     python3 experiments/000/nps_timeline.py docs/experiments/000/nps/bench-monitor-knee-600-1.json
 """
@@ -16,6 +17,14 @@ def load(bench_path):
                                os.path.basename(bench_path).replace("bench-", "status-", 1))
     status = json.load(open(status_path)) if os.path.exists(status_path) else None
     return bench, status
+
+
+def median_bucket_ms(bench):
+    """The run's typical 100 ms: the median over its buckets of their mean response time
+    (buckets with no completed document left out); None when no document completed."""
+    t = bench["timeline"]
+    means = sorted(m for d, m in zip(t["documents"], t["mean_ms"]) if d)
+    return means[len(means) // 2] if means else None
 
 
 def main(path):
@@ -48,7 +57,7 @@ def main(path):
     order = sorted(range(len(docs)), key=lambda i: -(docs[i] * means[i]))
     worst = order[: max(1, len(docs) // 10)]
     extra = sum(docs[i] * means[i] for i in worst)
-    base = sorted(means[i] for i in range(len(docs)) if docs[i])[len([d for d in docs if d]) // 2]
+    base = median_bucket_ms(bench)
     print(f"{path}: {n} documents, mean {total / n:.3f} ms, median bucket mean {base:.3f} ms")
     print(f"the tenth of 100 ms buckets with the most summed response time ({len(worst)}) hold "
           f"{extra / total * 100:.0f} % of it; at the median bucket's mean the run's mean would be "

@@ -26,6 +26,10 @@ PERIOD_US=${PERIOD_US:-2000}  # the CFS period; a capped server pauses at most (
 THRESHOLDS=${THRESHOLDS:-"knee 3"}   # "knee": found at start-up; N: N ms; "knee@0.5": at cpu_target 0.5
 CPU_TARGET=${CPU_TARGET:-}          # the monitor's prefetch.cpu_target (empty: the node's default)
 MONITOR_SET=${MONITOR_SET:-}        # more settings for the Monitor's server, e.g. "prefetch.hold_ms=10"
+LISTENER=${LISTENER:-none}         # the Monitors' prefetches: "none": to the demand port (one
+                                   # connection); "normal": to the prefetch listener (000 §2.3.2, two
+                                   # connections) on demand's thread; "idle": the listener's thread in
+                                   # SCHED_IDLE. A threshold "knee:idle" sets its own.
 SPLIT_WARMUP=${SPLIT_WARMUP:-0}    # 1: the warm-up in a bench process of its own (the runs up to
                                    # 4a1bf00); 0: one process, the warm-up unrecorded (--warmup)
 BURSTY=${BURSTY:-1}                # 0: no Fig. 6 runs (a pilot)
@@ -77,10 +81,11 @@ fi
 
 policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leave some out
 # A threshold may name its own CPU target: "knee@0.5" is the knee Monitor at cpu_target 0.5
-# (policy monitor-knee-cpu0.5).
+# (policy monitor-knee-cpu0.5); and its own LISTENER: "knee:none" (policy monitor-knee-lnone).
 for t in $THRESHOLDS; do
+  lis=; case $t in *:*) lis=-l${t#*:}; t=${t%%:*} ;; esac
   th=${t%@*}; cpu=; [ "$t" != "$th" ] && cpu=-cpu${t#*@}
-  if [ "$th" = knee ]; then policies="$policies monitor-knee$cpu"; else policies="$policies monitor-${th}ms$cpu"; fi
+  if [ "$th" = knee ]; then policies="$policies monitor-knee$cpu$lis"; else policies="$policies monitor-${th}ms$cpu$lis"; fi
 done
 
 mkdir -p "$OUT/nps"
@@ -115,10 +120,17 @@ snap() {
 # measured run (its extra bench arguments after the policy), one line appended to CSV.
 one_run() {
   local rep=$1 rate=$2 policy=$3 out_csv=$4 tag=$5; shift 5
-  local target=() mon=${policy%-cpu*}
+  local target=() bare=${policy%-l*} listener=$LISTENER
+  [ "$bare" != "$policy" ] && listener=${policy##*-l}
+  local mon=${bare%-cpu*}
   [ -n "$CPU_TARGET" ] && target=(--set prefetch.cpu_target="$CPU_TARGET")
-  [ "$mon" != "$policy" ] && target=(--set prefetch.cpu_target="${policy##*-cpu}")
+  [ "$mon" != "$bare" ] && target=(--set prefetch.cpu_target="${bare##*-cpu}")
   for kv in $MONITOR_SET; do target+=(--set "$kv"); done
+  case $listener in
+    idle|normal) target+=(--set prefetch.listen=127.0.0.1:0 --set prefetch.listener_priority="$listener") ;;
+    none) ;;
+    *) echo "a listener must be idle, normal or none, not $listener" >&2; exit 2 ;;
+  esac
   case $mon in
     noprefetch) server=(--set prefetch.budget=unlimited); agents=off ;;
     noavoid-*) server=(--set prefetch.budget=unlimited); agents=${policy#noavoid-} ;;
@@ -135,7 +147,7 @@ one_run() {
   SP=$!
   [ "$capped" = yes ] && echo "$SP" > "$cg/cgroup.procs"
   for _ in $(seq 100); do grep -q "slipstream serve:" "$work/serve.out" && break; sleep 0.1; done
-  base=$(grep -o 'http://[0-9.:]*' "$work/serve.out" | head -1)
+  base=$(grep 'slipstream serve:' "$work/serve.out" | grep -o 'http://[0-9.:]*' | head -1)
   bench() { taskset -c 1 "$B" bench "$base" --urls "$work/urls.txt" --rate "$rate" \
       --agents "$agents" --doc-files $DOC_FILES --visit 2s --max-in-flight 4096 --timeout 10s -q "$@" 3>&-; }
   # A bench process of its own for the warm-up makes the measured run start with a cold

@@ -65,34 +65,149 @@ pub struct Running {
     certificates: Option<Arc<listen::Certificates>>,
     stop: tokio::sync::oneshot::Sender<()>,
     served: tokio::task::JoinHandle<usize>,
-    /// Listeners serving beside the main one (a prefetch listener), drained with it.
-    beside: Vec<(
-        tokio::sync::oneshot::Sender<()>,
-        tokio::task::JoinHandle<usize>,
-    )>,
+    /// Listeners serving beside the main one (a prefetch listener), drained with it, each
+    /// with the runtime of its own thread if it has one.
+    beside: Vec<Beside>,
+}
+
+#[derive(Debug)]
+struct Beside {
+    stop: tokio::sync::oneshot::Sender<()>,
+    served: tokio::task::JoinHandle<usize>,
+    runtime: Option<OwnRuntime>,
+}
+
+/// The CPU priority of a listener serving beside the main one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// On the node's own runtime, with its requests.
+    Normal,
+    /// On a thread of its own at the kernel's idle scheduling class (Linux `SCHED_IDLE`):
+    /// whenever one of the node's other threads is runnable it runs first, so the listener
+    /// gets only the CPU time nothing else wants. Where the class cannot be set, the thread
+    /// is niced to 19 instead, and where that fails too it runs at normal priority (on its
+    /// own thread all the same); [`Running::serve_beside`] says which.
+    Idle,
+}
+
+/// What priority a listener's thread actually got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PriorityApplied {
+    /// The node's own runtime.
+    Shared,
+    /// Its own thread, `SCHED_IDLE`.
+    SchedIdle,
+    /// Its own thread, nice 19 (`SCHED_IDLE` was refused).
+    Nice19,
+    /// Its own thread, at normal priority (both were refused).
+    OwnThread,
+}
+
+/// A runtime on threads of its own, shut down without blocking when dropped (a runtime dropped
+/// from async code would otherwise panic).
+#[derive(Debug)]
+struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Lowers the calling thread to `SCHED_IDLE`, else to nice 19; which one held.
+#[cfg(target_os = "linux")]
+fn lower_this_thread() -> PriorityApplied {
+    use thread_priority::unix::{
+        set_thread_priority_and_policy, thread_native_id, NormalThreadSchedulePolicy,
+        ThreadSchedulePolicy,
+    };
+    let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+    if set_thread_priority_and_policy(
+        thread_native_id(),
+        thread_priority::ThreadPriority::Min,
+        idle,
+    )
+    .is_ok()
+    {
+        return PriorityApplied::SchedIdle;
+    }
+    // On Linux a nice value belongs to a thread, named by its thread id.
+    let tid = rustix::thread::gettid();
+    if rustix::process::setpriority_process(Some(tid), 19).is_ok() {
+        return PriorityApplied::Nice19;
+    }
+    PriorityApplied::OwnThread
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_this_thread() -> PriorityApplied {
+    PriorityApplied::OwnThread
 }
 
 impl Running {
     /// Serves `handler` on `listener` (plain HTTP) too, with the main listener's limits, until
     /// the node is drained; the drain waits for its requests as for the main listener's.
+    /// At [`Priority::Idle`] it is served by a runtime on a thread of its own at low CPU
+    /// priority; the answer says what that thread got, or why it could not be started.
     pub fn serve_beside<H: Handler>(
         &mut self,
         listener: tokio::net::TcpListener,
         handler: Arc<H>,
         listen: &Listen,
-    ) {
+        priority: Priority,
+    ) -> std::io::Result<PriorityApplied> {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let served = tokio::spawn(listen::serve(
-            listener,
-            None,
-            listen.limits,
-            handler,
-            async move {
-                let _ = stopped.await;
-            },
-            listen.drain,
-        ));
-        self.beside.push((stop, served));
+        let (limits, drain) = (listen.limits, listen.drain);
+        let serve = |listener| {
+            listen::serve(
+                listener,
+                None,
+                limits,
+                handler,
+                async move {
+                    let _ = stopped.await;
+                },
+                drain,
+            )
+        };
+        let (served, runtime, applied) = match priority {
+            Priority::Normal => (tokio::spawn(serve(listener)), None, PriorityApplied::Shared),
+            Priority::Idle => {
+                // Every thread of the runtime lowers itself as it starts (its worker, and any
+                // blocking-pool thread later); the worker, started by `build`, says first.
+                let (said, heard) = std::sync::mpsc::channel();
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("slipstream-low")
+                    .on_thread_start(move || {
+                        let _ = said.send(lower_this_thread());
+                    })
+                    .enable_all()
+                    .build()?;
+                let applied = heard
+                    .recv_timeout(std::time::Duration::from_secs(5))
+                    .map_err(|_| std::io::Error::other("the low-priority thread did not start"))?;
+                // The listener moves to the new runtime's reactor, so its connections are
+                // polled there and not by the node's own thread.
+                let std_listener = listener.into_std()?;
+                let listener = {
+                    let _in = rt.enter();
+                    tokio::net::TcpListener::from_std(std_listener)?
+                };
+                let served = rt.spawn(serve(listener));
+                (served, Some(OwnRuntime(Some(rt))), applied)
+            }
+        };
+        self.beside.push(Beside {
+            stop,
+            served,
+            runtime,
+        });
+        Ok(applied)
     }
 
     /// Presents the certificate in `cert` and `key` from the next TLS handshake on (a reload);
@@ -115,14 +230,17 @@ impl Running {
     pub async fn drain(self) -> usize {
         let _ = self.stop.send(());
         let mut handles = vec![self.served];
-        for (stop, served) in self.beside {
-            let _ = stop.send(());
-            handles.push(served);
+        let mut runtimes = Vec::new();
+        for b in self.beside {
+            let _ = b.stop.send(());
+            handles.push(b.served);
+            runtimes.extend(b.runtime);
         }
         let mut cut = 0;
         for h in handles {
             cut += h.await.unwrap_or(0);
         }
+        drop(runtimes);
         cut
     }
 }

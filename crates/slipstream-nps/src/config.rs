@@ -18,6 +18,9 @@
 //!                             # 0 (default): found at start-up, at the knee of the
 //!                             # response-time curve
 //! # train_log = "access.log"  # a Common Log Format log to train the predictor from at start
+//! # listen = "0.0.0.0:8081"   # the prefetch listener (two connections, 000 §2.3.2)
+//! listener_priority = "normal" # its CPU priority: "normal" (demand's thread) or "idle" (a
+//!                             # thread of its own in SCHED_IDLE)
 //! ```
 
 use std::path::PathBuf;
@@ -113,6 +116,12 @@ pub struct Config {
     pub public_url: Option<String>,
     /// Mark the prefetch listener's packets DSCP Lower-Effort (RFC 8622).
     pub lower_effort: bool,
+    /// The prefetch listener's CPU priority: `"normal"` (the default: on the node's own
+    /// runtime, beside demand) or `"idle"` (a thread of its own in the kernel's idle
+    /// scheduling class, so demand's thread always runs first). On a CPU-capped node "idle"
+    /// measured no better for demand and cost more CPU per prefetched file, so the monitor
+    /// granted less (docs/experiments/000-nps.md, pilot 32).
+    pub listener_priority: slipstream_node::bootstrap::Priority,
     /// Less-than-best-effort congestion controls to ask the kernel for, in order; none
     /// available keeps the kernel's default.
     pub congestion: Vec<String>,
@@ -165,6 +174,7 @@ impl Default for Config {
             listen: None,
             public_url: None,
             lower_effort: true,
+            listener_priority: slipstream_node::bootstrap::Priority::Normal,
             congestion: vec!["lp".into(), "ledbat".into()],
             admit_browser_prefetch: true,
             speculation_rules: false,
@@ -221,6 +231,8 @@ pub struct Settings {
     pub public_url: Option<String>,
     /// DSCP LE on it.
     pub lower_effort: bool,
+    /// Its CPU priority.
+    pub listener_priority: slipstream_node::bootstrap::Priority,
     /// Congestion controls to try on it.
     pub congestion: Vec<String>,
     /// Gate `Sec-Purpose: prefetch` requests by the budget.
@@ -386,6 +398,7 @@ impl Config {
             listen: self.listen,
             public_url: self.public_url.map(|u| u.trim_end_matches('/').to_owned()),
             lower_effort: self.lower_effort,
+            listener_priority: self.listener_priority,
             congestion: self.congestion,
             admit_browser_prefetch: self.admit_browser_prefetch,
             speculation_rules: self.speculation_rules,

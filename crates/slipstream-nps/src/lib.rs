@@ -386,7 +386,7 @@ impl Nps {
             "held": totals.held,
             "demand": self.demand.json(),
             "prefetch": self.prefetch.json(),
-        "via_listener": self.via_listener.json(),
+            "via_listener": self.via_listener.json(),
             "refused_browser_prefetches": self.refused.load(Ordering::Relaxed),
             "listener": self.listener.read().as_ref().map(|(a, base)| serde_json::json!({
                 "addr": a.addr.to_string(),
@@ -394,6 +394,7 @@ impl Nps {
                 "lower_effort": a.lower_effort,
                 "congestion": a.congestion,
                 "low_priority_congestion": a.low_priority_congestion,
+                "cpu_priority": a.cpu,
             })),
             "model": {
                 "learnt": model.learnt,

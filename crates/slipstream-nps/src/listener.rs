@@ -12,6 +12,11 @@
 //!   as such and never learnt as demand; its responses allow any origin to read them (CORS),
 //!   since the agent fetches them from the demand origin's pages.
 //!
+//! - With `listener_priority = "idle"` its requests are served on a thread of their own in
+//!   the kernel's idle scheduling class (see [`slipstream_node::bootstrap::Priority`]), so the
+//!   CPU goes to demand first. The default keeps them on the node's runtime: on a CPU-capped
+//!   node the thread measured no better for demand and cost more CPU per file.
+//!
 //! Accepted sockets inherit the listener's TOS and congestion control (Linux copies both from
 //! the listening socket), so the options are set once, on the listener.
 
@@ -40,6 +45,8 @@ pub struct Applied {
     pub congestion: String,
     /// Whether `congestion` is one of the configured low-priority ones.
     pub low_priority_congestion: bool,
+    /// The CPU priority its requests are served at (set once it is serving).
+    pub cpu: slipstream_node::bootstrap::PriorityApplied,
 }
 
 /// Binds `addr` with the low-priority options: DSCP LE if `lower_effort`, the first of
@@ -96,6 +103,7 @@ pub fn bind(
             lower_effort: marked,
             congestion: applied_cc,
             low_priority_congestion: low,
+            cpu: slipstream_node::bootstrap::PriorityApplied::Shared,
         },
     ))
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use slipstream_node::access_log::{self, AccessLog};
-use slipstream_node::bootstrap::{self, Asked, Running, Signals};
+use slipstream_node::bootstrap::{self, Asked, PriorityApplied, Running, Signals};
 use slipstream_node::config::{self, ConfigFile, Override, Overrides};
 use slipstream_node::Node;
 use slipstream_origin::{Config, Origin, Settings};
@@ -322,29 +322,38 @@ impl Prefetch {
         let Some(addr) = s.listen else {
             return Ok(());
         };
-        let (listener, applied) =
+        let (listener, mut applied) =
             slipstream_nps::listener::bind(addr, s.lower_effort, &s.congestion)
                 .with_context(|| format!("cannot bind the prefetch listener on {addr}"))?;
         let base = s
             .public_url
             .clone()
             .unwrap_or_else(|| format!("http://{}", applied.addr));
+        applied.cpu = running
+            .serve_beside(
+                listener,
+                Arc::new(slipstream_nps::listener::PrefetchHandler(node)),
+                listen,
+                s.listener_priority,
+            )
+            .context("cannot start the prefetch listener's thread")?;
         println!(
-            "prefetch listener: {base}/ (DSCP lower-effort: {}, congestion control: {}{})",
+            "prefetch listener: {base}/ (DSCP lower-effort: {}, congestion control: {}{}, CPU: {})",
             applied.lower_effort,
             applied.congestion,
             if applied.low_priority_congestion {
                 ""
             } else {
                 ", no low-priority one available"
+            },
+            match applied.cpu {
+                PriorityApplied::Shared => "shared with demand",
+                PriorityApplied::SchedIdle => "own thread, SCHED_IDLE",
+                PriorityApplied::Nice19 => "own thread, nice 19 (SCHED_IDLE refused)",
+                PriorityApplied::OwnThread => "own thread, normal priority (could not lower it)",
             }
         );
         self.0.set_listener(applied, base);
-        running.serve_beside(
-            listener,
-            Arc::new(slipstream_nps::listener::PrefetchHandler(node)),
-            listen,
-        );
         Ok(())
     }
 

@@ -334,3 +334,83 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
         "{t}"
     );
 }
+
+/// The scheduling policy (`/proc/.../stat` field 41: 0 normal, 5 `SCHED_IDLE`) of each of
+/// `pid`'s threads named `name`.
+fn policies_of_threads(pid: u32, name: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("task dir") {
+        let t = t.expect("task").path();
+        let comm = std::fs::read_to_string(t.join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.join("stat")).expect("stat");
+        // The fields after the command name (field 2, in parentheses) start at field 3.
+        let after = &stat[stat.rfind(')').expect("comm") + 2..];
+        let policy = after.split(' ').nth(41 - 3).expect("policy field");
+        found.push(policy.parse().expect("policy number"));
+    }
+    found
+}
+
+/// By default the prefetch listener is served by a thread of its own in the kernel's idle
+/// class, and the status says so; `listener_priority = "normal"` keeps it on demand's runtime.
+#[test]
+fn the_prefetch_listener_serves_from_an_idle_priority_thread() {
+    let site = pages();
+    for (priority, cpu, policies) in [
+        ("idle", "sched_idle", vec![5]),
+        ("normal", "shared", vec![]),
+    ] {
+        let node = serve(
+            site.path(),
+            &[
+                "--prefetch",
+                "--set",
+                "prefetch.budget=unlimited",
+                "--set",
+                "prefetch.listen=127.0.0.1:0",
+                "--set",
+                &format!("prefetch.listener_priority={priority}"),
+            ],
+        );
+        let s = status(node.addr);
+        assert_eq!(s["listener"]["cpu_priority"], cpu, "{priority}: {s}");
+        let listener: SocketAddr = s["listener"]["addr"]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no listener address in {s}"));
+        let reply = get(listener, "/b.html");
+        assert_eq!(reply.status, 200, "{priority}");
+        assert_eq!(reply.body, b"<h1>b</h1>\n");
+        // Its worker, and any blocking-pool thread its file reads started, are all idle-class.
+        let mut found = policies_of_threads(node.child.id(), "slipstream-low");
+        found.dedup();
+        assert_eq!(found, policies, "{priority}");
+        // Served through the listener, the request counts as a prefetch.
+        wait_until(node.addr, "the listener's response counted", |s| {
+            s["via_listener"]["requests"].as_u64() >= Some(1)
+        });
+    }
+}
+
+#[test]
+fn an_unknown_listener_priority_is_refused_by_name() {
+    let site = pages();
+    let out = crate::support::bin()
+        .args([
+            "serve",
+            site.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--prefetch",
+            "--set",
+            "prefetch.listener_priority=lowest",
+        ])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("listener_priority"), "{err}");
+}

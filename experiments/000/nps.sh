@@ -26,6 +26,7 @@ PERIOD_US=${PERIOD_US:-2000}  # the CFS period; a capped server pauses at most (
 THRESHOLDS=${THRESHOLDS:-"knee 3"}   # "knee": found at start-up; N: N ms; "knee@0.5": at cpu_target 0.5
 CPU_TARGET=${CPU_TARGET:-}          # the monitor's prefetch.cpu_target (empty: the node's default)
 MONITOR_SET=${MONITOR_SET:-}        # more settings for the Monitor's server, e.g. "prefetch.hold_ms=10"
+SERVE_SET=${SERVE_SET:-}            # more settings for every policy's server, e.g. "serve.revalidate_ms=1000"
 LISTENER=${LISTENER:-none}         # the Monitors' prefetches: "none": to the demand port (one
                                    # connection); "normal": to the prefetch listener (000 §2.3.2, two
                                    # connections) on demand's thread; "idle": the listener's thread in
@@ -126,6 +127,7 @@ one_run() {
   [ -n "$CPU_TARGET" ] && target=(--set prefetch.cpu_target="$CPU_TARGET")
   [ "$mon" != "$bare" ] && target=(--set prefetch.cpu_target="${bare##*-cpu}")
   for kv in $MONITOR_SET; do target+=(--set "$kv"); done
+  local every=(); for kv in $SERVE_SET; do every+=(--set "$kv"); done
   case $listener in
     idle|normal) target+=(--set prefetch.listen=127.0.0.1:0 --set prefetch.listener_priority="$listener") ;;
     none) ;;
@@ -143,7 +145,7 @@ one_run() {
   # 800–1,200 documents/s were those closed connections). Lifted to the overall cap here.
   taskset -c 0 "$B" serve "$work/site" --listen 127.0.0.1:0 --workers 1 --prefetch \
     --set serve.max_connections_per_ip=10000 \
-    --set prefetch.doc_files=$DOC_FILES "${server[@]}" > "$work/serve.out" 2> "$work/serve.err" 3>&- &
+    --set prefetch.doc_files=$DOC_FILES "${server[@]}" "${every[@]}" > "$work/serve.out" 2> "$work/serve.err" 3>&- &
   SP=$!
   [ "$capped" = yes ] && echo "$SP" > "$cg/cgroup.procs"
   for _ in $(seq 100); do grep -q "slipstream serve:" "$work/serve.out" && break; sleep 0.1; done

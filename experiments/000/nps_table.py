@@ -88,6 +88,32 @@ for rate in rates:
              else "— (no No-Avoidance runs)")
     print(f"| {rate} | {spare} | " + " | ".join(cells) + " |")
 
+# Paired by repetition: the runs of one repetition and rate are interleaved, minutes apart, so
+# they share the machine's state (a slow repetition is slow for every policy); the ratio of a
+# policy's run to No-Prefetching's in the same repetition takes that drift out.
+def paired(rate, policy):
+    base = {r["rep"]: float(r["doc_mean_ms"]) for r in by.get((rate, "noprefetch"), [])}
+    v = [float(r["doc_mean_ms"]) / base[r["rep"]] - 1 for r in by.get((rate, policy), [])
+         if r["rep"] in base]
+    if not v:
+        return "—"
+    m = sum(v) / len(v)
+    if len(v) < 2:
+        return f"{m * 100:+.0f} %"
+    sd = (sum((x - m) ** 2 for x in v) / (len(v) - 1)) ** 0.5
+    t = T95[min(len(v) - 1, 30) - 1]
+    return f"{m * 100:+.0f} % (± {t * sd / len(v) ** 0.5 * 100:.0f})"
+
+shown = [p for p in policies if p != "noprefetch" and not p.startswith("noavoid-5")]
+print()
+print("Paired: the mean over repetitions of each run's response time against the No-Prefetching")
+print("run of the same repetition and rate, ± half a 95 % interval (Student, repetitions − 1).")
+print()
+print("| docs/s | " + " | ".join(shown) + " |")
+print("|---|" + "---|" * len(shown))
+for rate in rates:
+    print(f"| {rate} | " + " | ".join(paired(rate, p) for p in shown) + " |")
+
 # Each run, for the Monitors and No-Prefetching: mean RT (prefetch MB/s, failed documents).
 print()
 print("| docs/s | " + " | ".join(p for p in policies if p == "noprefetch" or p.startswith("monitor")) + " |")

@@ -51,7 +51,6 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
     let epoch = nps.settings().epoch;
     let k = nps.settings().probes_per_epoch.max(1);
     let spacing = epoch / k;
-    let timeout = nps.settings().probe_timeout;
     let mut tick = tokio::time::interval(epoch);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     // The node's CPU load over each epoch, beside the probes (`cpu_target`).
@@ -61,6 +60,9 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
     }
     loop {
         let start = tick.tick().await;
+        // The threshold can change (the start-up curve sets it), so the cut-off is read each
+        // epoch.
+        let timeout = cutoff(nps.threshold(), k, nps.settings().probe_timeout);
         // The epoch's sample: the mean of k probes spread over it. One probe sees the server
         // at one instant: a scheduling pause it happens to meet looks like load, and a burst
         // between two probes is never seen. The mean weighs each by how much of the epoch it
@@ -100,6 +102,19 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
             debug_assert_eq!(next, Next::NextEpoch);
         }
     }
+}
+
+/// How long a probe of the epoch's sample may take before it counts as failed: `k` times the
+/// threshold, or the configured probe timeout if that is shorter.
+///
+/// The sample is the mean of `k` probes, so one probe slower than `k` × threshold already puts
+/// the mean over the threshold whatever the others take: waiting for its answer changes
+/// nothing but when the monitor learns it. Under a burst the probes wait behind it (34–81 ms
+/// each in docs/experiments/000-nps.md's Fig. 6 runs), and an epoch waiting for its five
+/// stretched to 400 ms while a budget of thousands of files a second stayed in force.
+/// Stopped at the cut-off, the over-threshold sample comes within `k` × threshold.
+fn cutoff(threshold: Duration, k: u32, probe_timeout: Duration) -> Duration {
+    threshold.saturating_mul(k.max(1)).min(probe_timeout)
 }
 
 /// One probe: the time to the whole response, or `None` on an error, a non-2xx status or the
@@ -173,4 +188,24 @@ async fn calibrate(nps: &Nps, client: &HttpClient, uri: &http::Uri) {
             .map(|(x, d)| (*x, d.as_micros() as u64))
             .collect(),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_is_cut_off_where_it_alone_would_put_the_mean_over_the_threshold() {
+        let ms = Duration::from_millis;
+        assert_eq!(cutoff(ms(3), 5, ms(1000)), ms(15));
+        // The configured timeout still bounds it.
+        assert_eq!(cutoff(ms(300), 5, ms(1000)), ms(1000));
+        // One probe an epoch: the threshold itself.
+        assert_eq!(cutoff(ms(3), 1, ms(1000)), ms(3));
+        assert_eq!(cutoff(ms(3), 0, ms(1000)), ms(3));
+        // A probe that took the cut-off alone puts a mean of k over the threshold.
+        let k = 5;
+        let slowest = cutoff(ms(3), k, ms(1000));
+        assert!(slowest / k >= ms(3));
+    }
 }

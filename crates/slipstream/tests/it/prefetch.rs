@@ -227,20 +227,25 @@ fn the_threshold_is_found_at_the_knee_when_not_configured() {
 #[test]
 fn a_bad_prefetch_table_is_refused_with_its_field() {
     let site = pages();
-    let out = crate::support::bin()
-        .args([
-            "serve",
-            site.path().to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--set",
-            "prefetch.budget=lots",
-        ])
-        .output()
-        .expect("run");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("[prefetch] budget"), "{err}");
+    for (setting, named) in [
+        ("prefetch.budget=lots", "[prefetch] budget"),
+        ("prefetch.listener_priority=lowest", "listener_priority"),
+    ] {
+        let out = crate::support::bin()
+            .args([
+                "serve",
+                site.path().to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--set",
+                setting,
+            ])
+            .output()
+            .expect("run");
+        assert!(!out.status.success(), "{setting}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(named), "{setting}: {err}");
+    }
 }
 
 #[test]
@@ -393,24 +398,4 @@ fn the_prefetch_listener_serves_from_an_idle_priority_thread() {
             s["via_listener"]["requests"].as_u64() >= Some(1)
         });
     }
-}
-
-#[test]
-fn an_unknown_listener_priority_is_refused_by_name() {
-    let site = pages();
-    let out = crate::support::bin()
-        .args([
-            "serve",
-            site.path().to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--prefetch",
-            "--set",
-            "prefetch.listener_priority=lowest",
-        ])
-        .output()
-        .expect("run");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("listener_priority"), "{err}");
 }

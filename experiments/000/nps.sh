@@ -92,7 +92,7 @@ done
 mkdir -p "$OUT/nps"
 csv="$OUT/nps/runs.csv"
 bcsv="$OUT/nps/bursty.csv"
-header="rep,rate,policy,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kBps,prefetch_kBps,prefetches,hint_requests,hint_waits,errors,final_budget,server_load,bench_cpu,server_stretch,server_wait,cpu_pressure,error_kinds"
+header="rep,rate,policy,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kBps,prefetch_kBps,prefetches,hint_requests,hint_waits,errors,final_budget,server_load,bench_cpu,server_stretch,server_wait,cpu_pressure,steal_ms_per_s,throttled_share,error_kinds"
 echo "$header" > "$csv"
 echo "$header" > "$bcsv"
 
@@ -110,10 +110,18 @@ for _ in range(int(sys.argv[1])):
 PY
 
 # The server's CPU and run-queue nanoseconds (all threads), the machine's PSI "some" CPU stall
-# microseconds, and the time, in seconds.
+# microseconds, the host's steal time (clock ticks: time the hypervisor ran something else on
+# our vCPUs), the server cgroup's CFS periods and throttled periods (0 0 uncapped), and the
+# time, in seconds.
 snap() {
   cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{c += $1; w += $2} END {printf "%d %d ", c, w}'
   sed -n 's/^some .*total=//p' /proc/pressure/cpu | tr '\n' ' '
+  awk '$1 == "cpu" {printf "%d ", $9}' /proc/stat
+  if [ "$capped" = yes ]; then
+    awk '$1 == "nr_periods" {p = $2} $1 == "nr_throttled" {t = $2} END {printf "%d %d ", p, t}' "$cg/cpu.stat"
+  else
+    printf '0 0 '
+  fi
   date +%s.%N
 }
 
@@ -168,7 +176,7 @@ one_run() {
   curl -s "$base/_slipstream/prefetch" > "$status"
   kill "$SP"; wait "$SP" 2>/dev/null || true; SP=
   python3 - "$work/run.json" "$status" "$rep,$rate,$policy" "$work/time.txt" "$work/snap0.txt" "$work/snap1.txt" \
-    "$read_ms" "$OUT/nps/bench-$policy-$tag-$rep.json" >> "$out_csv" <<'PY'
+    "$read_ms" "$OUT/nps/bench-$policy-$tag-$rep.json" "$(getconf CLK_TCK)" >> "$out_csv" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); s = json.load(open(sys.argv[2])); d = r["demand"]; l = d["latency_ms"]
 # The bench's report, kept with the wall-clock time the status was read (the server's
@@ -186,12 +194,18 @@ wall, user, system = (float(x) for x in open(sys.argv[4]).read().split()[-3:])
 # Over the whole bench process (warm-up and measured run): the server's CPU wait (its threads'
 # run-queue delay, `schedstat`'s second field) per CPU second used ("stretch") and per wall
 # second, and the machine's CPU pressure (PSI "some": the share of time a task waited).
-(c0, w0, p0, t0), (c1, w1, p1, t1) = ([float(x) for x in open(f).read().split()] for f in sys.argv[5:7])
+# Also the host's steal time, in ms a second (a stall no policy caused), and the share of the
+# server's CFS periods in which it used up its quota and was stopped.
+(c0, w0, p0, s0, n0, h0, t0), (c1, w1, p1, s1, n1, h1, t1) = (
+    [float(x) for x in open(f).read().split()] for f in sys.argv[5:7])
 stretch, wait, pressure = (w1 - w0) / max(c1 - c0, 1), (w1 - w0) / 1e9 / (t1 - t0), (p1 - p0) / 1e6 / (t1 - t0)
+hz = int(sys.argv[9])
+steal = (s1 - s0) / hz * 1000 / (t1 - t0)
+throttled = f"{(h1 - h0) / (n1 - n0):.4f}" if n1 > n0 else ""
 print(f'{sys.argv[3]},{r["documents_per_s"]:.1f},{l["mean"]:.3f},{l["p50"]:.3f},{l["p90"]:.3f},{l["p99"]:.3f},'
       f'{r["demand_bytes_per_s"]/1e3:.1f},{r["prefetch_bytes_per_s"]/1e3:.1f},{r["prefetches"]},'
       f'{r["hint_requests"]},{r["hint_waits"]},{errors},{s["budget_per_s"]:.1f},{load},{(user + system) / wall:.3f},'
-      f'{stretch:.3f},{wait:.3f},{pressure:.3f},'
+      f'{stretch:.3f},{wait:.3f},{pressure:.3f},{steal:.2f},{throttled},'
       + " ".join(f"{k}={v}" for k, v in sorted(d.get("errors", {}).items())))
 PY
 }

@@ -188,6 +188,7 @@ impl Running {
                     })
                     .enable_all()
                     .build()?;
+                // A wait of the thread's start-up, once, while the node starts.
                 let applied = heard
                     .recv_timeout(std::time::Duration::from_secs(5))
                     .map_err(|_| std::io::Error::other("the low-priority thread did not start"))?;

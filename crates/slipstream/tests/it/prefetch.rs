@@ -359,8 +359,9 @@ fn policies_of_threads(pid: u32, name: &str) -> Vec<u32> {
     found
 }
 
-/// By default the prefetch listener is served by a thread of its own in the kernel's idle
-/// class, and the status says so; `listener_priority = "normal"` keeps it on demand's runtime.
+/// `listener_priority = "idle"` serves the prefetch listener by threads of its own in the
+/// kernel's idle class, and the status says so; `"normal"` (the default) keeps it on demand's
+/// runtime.
 #[test]
 fn the_prefetch_listener_serves_from_an_idle_priority_thread() {
     let site = pages();

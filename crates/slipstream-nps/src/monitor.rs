@@ -1,7 +1,7 @@
 //! The monitor task (000 §3.3): probes the server's representative object over each epoch and
 //! feeds the epoch's sample (the mean of `probes_per_epoch` probes) to the AIMD budget; an
 //! over-threshold sample is re-probed at once. A probe is given up where it alone would put
-//! the mean over the threshold ([`cutoff`]).
+//! the mean over the threshold (`cutoff`).
 //!
 //! Without a configured threshold it first measures the server's response-time curve: rounds of
 //! concurrent probes at concurrency 1, 2, 4, ... 64, the median of each, and takes the

@@ -482,7 +482,7 @@ const STORED_AT = 'x-slipstream-prefetched-at';
 const prefetchedAt = new Map();
 /** Pages with a prefetch in progress (one at a time each). */
 const prefetching = new Set();
-const prefetchStats = { asked: 0, lists: 0, waits: 0, gave_up: 0, fetched: 0, bytes: 0, failed: 0, served: 0, skipped: null };
+const prefetchStats = { asked: 0, lists: 0, waits: 0, gave_up: 0, fetched: 0, bytes: 0, failed: 0, refused: 0, served: 0, skipped: null };
 
 /** The entries a previous worker stored, read once: fresh ones kept, stale ones deleted. */
 const prefetchIndex = caches
@@ -552,6 +552,12 @@ async function prefetchFor(pagePath, prevPath, demandBytes) {
               ? { mode: 'cors', credentials: 'omit', cache: 'no-store' }
               : { headers: { Purpose: 'prefetch' }, cache: 'no-store' },
           );
+          if (r.status === 503) {
+            // No spare capacity now (the server sheds prefetches while overloaded): the rest
+            // of the list and the chain wait for the next page.
+            prefetchStats.refused++;
+            return;
+          }
           if (r.status !== 200) {
             prefetchStats.failed++;
             continue;

@@ -15,7 +15,7 @@
 //! the client's cache already holds.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,8 +96,11 @@ pub struct AgentReport {
     pub prefetches: u64,
     /// Their body bytes.
     pub prefetch_bytes: u64,
-    /// Prefetches that failed.
+    /// Prefetches that failed (not counting those refused with a 503).
     pub prefetch_errors: u64,
+    /// Prefetches the server refused with a 503 (no spare capacity now): the client then
+    /// stops prefetching for that document.
+    pub prefetch_refused: u64,
     /// Hint requests made.
     pub hint_requests: u64,
     /// Hint requests answered with "wait".
@@ -157,6 +160,7 @@ impl AgentReport {
             "prefetch_bytes": self.prefetch_bytes,
             "prefetch_bytes_per_s": self.prefetch_bytes_per_s(),
             "prefetch_errors": self.prefetch_errors,
+            "prefetch_refused": self.prefetch_refused,
             "hint_requests": self.hint_requests,
             "hint_waits": self.hint_waits,
             "cache_skips": self.cache_skips,
@@ -181,6 +185,7 @@ struct Counts {
     prefetches: AtomicU64,
     prefetch_bytes: AtomicU64,
     prefetch_errors: AtomicU64,
+    prefetch_refused: AtomicU64,
     hint_requests: AtomicU64,
     hint_waits: AtomicU64,
     cache_skips: AtomicU64,
@@ -354,6 +359,7 @@ pub async fn run_agents(
         prefetches: c.prefetches.load(Ordering::Relaxed),
         prefetch_bytes: c.prefetch_bytes.load(Ordering::Relaxed),
         prefetch_errors: c.prefetch_errors.load(Ordering::Relaxed),
+        prefetch_refused: c.prefetch_refused.load(Ordering::Relaxed),
         hint_requests: c.hint_requests.load(Ordering::Relaxed),
         hint_waits: c.hint_waits.load(Ordering::Relaxed),
         cache_skips: c.cache_skips.load(Ordering::Relaxed),
@@ -570,16 +576,27 @@ async fn visit(
                 new
             })
             .collect();
+        // A 503 says the server has no spare capacity now: the rest of the list and the
+        // chain are dropped, as the browser agent does.
+        let refused = AtomicBool::new(false);
         futures_util::stream::iter(fresh)
             .for_each_concurrent(6, |h| {
                 let url = format!("{}{h}", prefetch_base);
+                let refused = &refused;
                 async move {
+                    if refused.load(Ordering::Relaxed) {
+                        return;
+                    }
                     match fetch(shared, &url, client, true).await {
                         Ok((status, body)) if status.is_success() => {
                             sink.counts.prefetches.fetch_add(1, Ordering::Relaxed);
                             sink.counts
                                 .prefetch_bytes
                                 .fetch_add(body.len() as u64, Ordering::Relaxed);
+                        }
+                        Ok((http::StatusCode::SERVICE_UNAVAILABLE, _)) => {
+                            refused.store(true, Ordering::Relaxed);
+                            sink.counts.prefetch_refused.fetch_add(1, Ordering::Relaxed);
                         }
                         _ => {
                             sink.counts.prefetch_errors.fetch_add(1, Ordering::Relaxed);
@@ -588,6 +605,9 @@ async fn visit(
                 }
             })
             .await;
+        if refused.into_inner() {
+            return;
+        }
         match (plan.prefetching, answer["next_turn"].as_u64()) {
             (Prefetching::Fixed(_), _) => turn += 1,
             (_, Some(next)) => turn = next as usize,

@@ -13,6 +13,8 @@
 //!                             # not refused (0: refuse, the paper's rule)
 //! cpu_target = 0.7            # keep the node's CPU use under this fraction of what it may
 //!                             # use (its cgroup quota, its cores); 0: probes alone
+//! shed = true                 # while the monitor's last sample found the node overloaded,
+//!                             # refuse prefetches (503) and hint lists at once
 //! probe_path = "/"            # the representative object the monitor probes
 //! threshold_ms = "3ms"        # a probe slower than this means the server is loaded;
 //!                             # 0 (default): found at start-up, at the knee of the
@@ -128,6 +130,11 @@ pub struct Config {
     /// Answer browsers' own prefetches (`Sec-Purpose: prefetch`) only within the monitor's
     /// budget; beyond it, 503 at once.
     pub admit_browser_prefetch: bool,
+    /// While the monitor's last sample found the node overloaded (a probe over the threshold,
+    /// or the CPU nearly all in use), refuse every prefetch with a 503 and every hint request
+    /// with a wait of one epoch, without waiting for the budget to come down: lists granted
+    /// before a burst would otherwise keep arriving through it. `false`: the budget alone.
+    pub shed: bool,
     /// Send the `Speculation-Rules` header with pages, naming a rule set of the budgeted hints
     /// (`/_slipstream/speculationrules`), so browsers prefetch natively.
     pub speculation_rules: bool,
@@ -177,6 +184,7 @@ impl Default for Config {
             listener_priority: slipstream_node::bootstrap::Priority::Normal,
             congestion: vec!["lp".into(), "ledbat".into()],
             admit_browser_prefetch: true,
+            shed: true,
             speculation_rules: false,
             munge: true,
         }
@@ -237,6 +245,8 @@ pub struct Settings {
     pub congestion: Vec<String>,
     /// Gate `Sec-Purpose: prefetch` requests by the budget.
     pub admit_browser_prefetch: bool,
+    /// Refuse prefetches while the monitor finds the node overloaded.
+    pub shed: bool,
     /// Send `Speculation-Rules` with pages.
     pub speculation_rules: bool,
     /// Add the agent's registration to pages.
@@ -401,6 +411,7 @@ impl Config {
             listener_priority: self.listener_priority,
             congestion: self.congestion,
             admit_browser_prefetch: self.admit_browser_prefetch,
+            shed: self.shed,
             speculation_rules: self.speculation_rules,
             munge: self.munge,
         })

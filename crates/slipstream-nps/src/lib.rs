@@ -22,7 +22,7 @@ pub mod listener;
 pub mod monitor;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -96,6 +96,13 @@ pub struct Nps {
     pub unlearnt: AtomicU64,
     /// Browsers' own prefetches refused for want of budget.
     pub refused: AtomicU64,
+    /// The monitor's last sample found the node overloaded, and `shed` is on: prefetches and
+    /// hint lists are refused until a sample finds it under again.
+    shedding: AtomicBool,
+    /// Prefetch requests refused while shedding.
+    pub shed_prefetches: AtomicU64,
+    /// Hint requests answered with a wait while shedding.
+    pub shed_hint_requests: AtomicU64,
     /// The prefetch listener, once bound, and the base URL hint lists send clients to.
     listener: parking_lot::RwLock<Option<(listener::Applied, String)>>,
 }
@@ -192,6 +199,9 @@ impl Nps {
             via_listener: Traffic::default(),
             unlearnt: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            shedding: AtomicBool::new(false),
+            shed_prefetches: AtomicU64::new(0),
+            shed_hint_requests: AtomicU64::new(0),
             listener: parking_lot::RwLock::new(None),
         }
     }
@@ -212,11 +222,18 @@ impl Nps {
         if self.settings.budget == Budget::Unlimited || !self.settings.admit_browser_prefetch {
             return true;
         }
-        let admitted = self.with_budget(|d, now, budget, rng| d.admit(now, budget, rng));
+        let admitted =
+            !self.shedding() && self.with_budget(|d, now, budget, rng| d.admit(now, budget, rng));
         if !admitted {
             self.refused.fetch_add(1, Ordering::Relaxed);
         }
         admitted
+    }
+
+    /// Whether prefetches are refused now: `shed` is on and the monitor's last sample found
+    /// the node overloaded ([`Monitor::overloaded`]).
+    pub fn shedding(&self) -> bool {
+        self.shedding.load(Ordering::Relaxed)
     }
 
     /// Runs `f` on the distributor with the time since start, the monitor's budget and the RNG,
@@ -264,6 +281,18 @@ impl Nps {
         }
         let (len, hold) = match self.settings.budget {
             Budget::Unlimited => (self.settings.doc_files, None),
+            Budget::Monitor if self.shedding() => {
+                // Overloaded now: no list, and a wait as a refused client's at this budget,
+                // at least until the next sample has said whether the overload holds.
+                self.shed_hint_requests.fetch_add(1, Ordering::Relaxed);
+                let after = self.with_budget(|d, now, budget, rng| d.refuse(now, budget, rng));
+                return Answer {
+                    hints: Vec::new(),
+                    next_turn: Some(turn),
+                    retry_after: Some(after),
+                    hold: None,
+                };
+            }
             Budget::Monitor => {
                 match self.with_budget(|d, now, budget, rng| d.request(now, budget, rng)) {
                     Grant::List(n) => (n, None),
@@ -317,6 +346,10 @@ impl Nps {
         }
         c.monitor.set_load(load);
         let (next, change) = c.monitor.sample(rt);
+        self.shedding.store(
+            self.settings.shed && self.settings.budget == Budget::Monitor && c.monitor.overloaded(),
+            Ordering::Relaxed,
+        );
         let change = match (next, change) {
             (Next::ProbeNow, _) => "reprobe",
             (_, Change::Increased) => "increased",
@@ -388,6 +421,10 @@ impl Nps {
             "prefetch": self.prefetch.json(),
             "via_listener": self.via_listener.json(),
             "refused_browser_prefetches": self.refused.load(Ordering::Relaxed),
+            "shed": self.settings.shed,
+            "shedding": self.shedding(),
+            "shed_prefetches": self.shed_prefetches.load(Ordering::Relaxed),
+            "shed_hint_requests": self.shed_hint_requests.load(Ordering::Relaxed),
             "listener": self.listener.read().as_ref().map(|(a, base)| serde_json::json!({
                 "addr": a.addr.to_string(),
                 "base": base,

@@ -241,6 +241,19 @@ impl Distributor {
         }
     }
 
+    /// Refuses one hint request arriving at `now` whatever the budget (the caller is shedding
+    /// load: the server is overloaded now). It counts as arrived and as a wait, and waits as
+    /// the paper's refused client does at `budget_per_s` (past the next epoch, when the caller
+    /// knows whether the overload holds, and about 1/p − 1 epochs more). Paced, it takes no
+    /// place in the queue of slots: the queue is the budget's, which the overload may cut.
+    pub fn refuse(&mut self, now: Duration, budget_per_s: f64, rng: &mut impl Rng) -> Duration {
+        self.advance(now);
+        self.arrived += 1;
+        self.totals.waits += 1;
+        let p = self.p(budget_per_s);
+        self.wait(now, p, rng)
+    }
+
     /// Whether another list would take the epoch's granted files beyond B·τ (one list always
     /// goes when B·τ is less).
     fn spent(&self, budget_per_s: f64) -> bool {
@@ -459,6 +472,29 @@ mod tests {
         }
         let files_per_s = d.totals().files as f64 / 1000.0;
         assert!((4.0..6.0).contains(&files_per_s), "{files_per_s}");
+    }
+
+    #[test]
+    fn a_refused_request_waits_at_least_for_the_next_epoch_and_grants_nothing() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for paced in [false, true] {
+            let mut d = Distributor::new(100 * MS, 10).paced(paced);
+            // A budget that would grant every request a list at once.
+            let now = Duration::from_millis(1_030);
+            for _ in 0..20 {
+                let wait = d.refuse(now, 100_000.0, &mut rng);
+                assert!(wait >= 70 * MS, "paced {paced}: {wait:?}");
+                // p = 1 at this budget: within the next epoch.
+                assert!(wait <= 170 * MS, "paced {paced}: {wait:?}");
+                assert!(
+                    wait <= 100 * MS * MAX_WAIT_EPOCHS,
+                    "paced {paced}: {wait:?}"
+                );
+            }
+            assert_eq!(d.totals().lists, 0);
+            assert_eq!(d.totals().files, 0);
+            assert_eq!(d.totals().waits, 20);
+        }
     }
 
     #[test]

@@ -74,6 +74,12 @@ pub const LOAD_CUT_EVERY: u32 = 2;
 /// docs/experiments/000/nps/pilots/pilot24-status-monitor-knee-1200-2.json).
 pub const LOAD_AIM: f64 = 0.9;
 
+/// A load at or over this (or over the target, if that is higher) makes the node overloaded
+/// ([`Monitor::overloaded`]) whatever the probes say: the CPU is nearly all in use, so no
+/// prefetch fits. (At the target itself, an epoch's load crosses it every few epochs from
+/// noise alone, about 0.1 around its mean: the budget's cut handles that.)
+pub const SHED_LOAD: f64 = 0.9;
+
 /// The monitor's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MonitorConfig {
@@ -196,6 +202,8 @@ pub struct Monitor {
     last_served: Option<f64>,
     /// Samples since the last cut for load.
     since_cut: u32,
+    /// The last sample said the node is overloaded ([`Monitor::overloaded`]).
+    overloaded: bool,
 }
 
 impl Monitor {
@@ -215,6 +223,7 @@ impl Monitor {
             since: Since::default(),
             last_served: None,
             since_cut: LOAD_CUT_EVERY,
+            overloaded: false,
         }
     }
 
@@ -289,6 +298,15 @@ impl Monitor {
         self.confirming = false;
     }
 
+    /// Whether the last sample found the node overloaded: its probe over the threshold (or
+    /// failed), even before a re-probe confirms it, or its load at [`SHED_LOAD`] or over
+    /// (or over the target, if that is higher). The budget reacts once a sample an epoch, and
+    /// lists granted before a burst keep arriving after it; a caller can refuse prefetches
+    /// outright while this holds, until a sample finds the node under both again.
+    pub fn overloaded(&self) -> bool {
+        self.overloaded
+    }
+
     /// Whether the monitor is still in slow start.
     pub fn slow_starting(&self) -> bool {
         self.starting
@@ -298,6 +316,9 @@ impl Monitor {
     /// counts as over the threshold.
     pub fn sample(&mut self, rt: Option<Duration>) -> (Next, Change) {
         self.since_cut = self.since_cut.saturating_add(1);
+        let shed_load = SHED_LOAD.max(self.config.load_target);
+        self.overloaded = rt.is_none_or(|rt| rt > self.config.threshold)
+            || self.load.is_some_and(|l| l >= shed_load);
         if let Some((load, target)) = self.load_and_target().filter(|(l, t)| l > t) {
             // Over the load target: no growth, and a cut unless one was just made. A probe
             // over the threshold as well is an overload both signals see: the probes' halving,
@@ -869,6 +890,46 @@ mod tests {
         let mut m = load_monitor();
         epochs(&mut m, 5, 0.001, 100.0);
         assert_budget(&m, 101.0);
+    }
+
+    #[test]
+    fn overloaded_holds_from_the_first_slow_probe_or_a_saturated_load_until_a_good_sample() {
+        let mut m = load_monitor();
+        assert!(!m.overloaded());
+        epochs(&mut m, 3, 0.5, 1000.0);
+        assert!(!m.overloaded());
+        // A slow probe: overloaded at once, before the re-probe confirms it.
+        m.set_load(Some(0.5));
+        assert_eq!(m.sample(Some(20 * MS)).0, Next::ProbeNow);
+        assert!(m.overloaded());
+        // The re-probe finds an outlier: no longer.
+        m.set_load(None);
+        assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::Outlier));
+        assert!(!m.overloaded());
+        // A failed probe counts as slow.
+        m.set_load(Some(0.5));
+        m.sample(None);
+        assert!(m.overloaded());
+        m.set_load(None);
+        m.sample(None);
+        assert!(m.overloaded());
+        // Over the target (0.8) but under SHED_LOAD: the cut's business, not overloaded.
+        epochs(&mut m, 1, 0.85, 1000.0);
+        assert!(!m.overloaded());
+        // At SHED_LOAD, with fast probes: overloaded.
+        epochs(&mut m, 1, SHED_LOAD, 1000.0);
+        assert!(m.overloaded());
+        epochs(&mut m, 1, 0.5, 1000.0);
+        assert!(!m.overloaded());
+        // A target over SHED_LOAD moves the line up to it.
+        let mut m = Monitor::new(MonitorConfig {
+            load_target: 0.95,
+            ..MonitorConfig::default()
+        });
+        epochs(&mut m, 1, 0.93, 1000.0);
+        assert!(!m.overloaded());
+        epochs(&mut m, 1, 0.96, 1000.0);
+        assert!(m.overloaded());
     }
 
     #[test]

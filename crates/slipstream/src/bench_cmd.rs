@@ -95,11 +95,12 @@ fn run_agents(
     }
     println!("demand:\n{}", report.demand);
     println!(
-        "prefetch: {} responses, {:.1} kB/s ({:.1} kB/s demand), {} errors; {} hint requests, {} told to wait, {} hints already cached",
+        "prefetch: {} responses, {:.1} kB/s ({:.1} kB/s demand), {} errors, {} refused (503); {} hint requests, {} told to wait, {} hints already cached",
         report.prefetches,
         report.prefetch_bytes_per_s() / 1e3,
         report.demand_bytes_per_s() / 1e3,
         report.prefetch_errors,
+        report.prefetch_refused,
         report.hint_requests,
         report.hint_waits,
         report.cache_skips

@@ -201,6 +201,63 @@ fn a_failing_probe_leaves_no_budget_and_every_client_is_told_to_wait() {
     }
 }
 
+/// A node whose every probe fails (an overloaded server, as the monitor reads it), with
+/// `extra` settings, once its monitor has taken a sample.
+fn overloaded_node(site: &std::path::Path, extra: &[&str]) -> crate::support::Node {
+    let mut args = vec![
+        "--prefetch",
+        "--set",
+        "prefetch.probe_path=/missing.html",
+        "--set",
+        "prefetch.threshold_ms=2s",
+    ];
+    args.extend_from_slice(extra);
+    let node = serve(site, &args);
+    wait_until(node.addr, "a sample", |s| {
+        !s["samples"].as_array().unwrap().is_empty()
+    });
+    node
+}
+
+#[test]
+fn an_overloaded_node_sheds_prefetches_at_once_and_still_serves_demand() {
+    let site = pages();
+    let node = overloaded_node(site.path(), &[]);
+    let s = status(node.addr);
+    assert_eq!(s["shed"], true, "on by default");
+    assert_eq!(s["shedding"], true, "{s}");
+    // The agent's prefetch and a browser's own are refused with a 503 that says when to come
+    // back and is never cached; the same file as demand is served.
+    for header in ["Purpose", "Sec-Purpose"] {
+        let r = request(node.addr, "GET", "/b.html", &[(header, "prefetch")]);
+        assert_eq!(r.status, 503, "{header}");
+        assert_eq!(r.header("retry-after"), Some("1"));
+        assert_eq!(r.header("cache-control"), Some("no-store"));
+    }
+    let r = get(node.addr, "/b.html");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"<h1>b</h1>\n");
+    // A hint request gets no list and a wait of at least an epoch.
+    let h = hints(node.addr, "url=/a.html");
+    assert_eq!(h["hints"], serde_json::json!([]));
+    assert!(h["retry_after_ms"].as_u64().expect("a wait") >= 1, "{h}");
+    let s = status(node.addr);
+    assert!(s["shed_prefetches"].as_u64().unwrap() >= 1, "{s}");
+    assert!(s["shed_hint_requests"].as_u64().unwrap() >= 1, "{s}");
+    assert_eq!(s["prefetch"]["requests"], 0, "{s}");
+
+    // With shedding off, the agent's prefetch (whose list the budget granted) is served.
+    let node = overloaded_node(site.path(), &["--set", "prefetch.shed=false"]);
+    let s = status(node.addr);
+    assert_eq!(
+        (s["shed"].clone(), s["shedding"].clone()),
+        (false.into(), false.into())
+    );
+    let r = request(node.addr, "GET", "/b.html", &[("Purpose", "prefetch")]);
+    assert_eq!(r.status, 200);
+    assert_eq!(status(node.addr)["shed_prefetches"], 0);
+}
+
 #[test]
 fn the_threshold_is_found_at_the_knee_when_not_configured() {
     let site = pages();

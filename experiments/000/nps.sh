@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-docs/experiments/000}
-LEVELS=${LEVELS:-"200 400 600 800 1000 1200"}
+LEVELS=${LEVELS:-"200 400 600 800 1000 1200"}   # " " (a space): none, the bursty runs alone
 REPS=${REPS:-1}
 WARM=${WARM:-15s}   # the monitor slow-starts from 1 file/s: about 8 s to reach 10,000
 RUN=${RUN:-8s}
@@ -82,17 +82,19 @@ fi
 
 policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leave some out
 # A threshold may name its own CPU target: "knee@0.5" is the knee Monitor at cpu_target 0.5
-# (policy monitor-knee-cpu0.5); and its own LISTENER: "knee:none" (policy monitor-knee-lnone).
+# (policy monitor-knee-cpu0.5); and its own LISTENER: "knee:none" (policy monitor-knee-lnone);
+# "+noshed" last turns its shedding off (prefetch.shed = false; policy monitor-knee-noshed).
 for t in $THRESHOLDS; do
+  shed=; case $t in *+noshed) shed=-noshed; t=${t%+noshed} ;; esac
   lis=; case $t in *:*) lis=-l${t#*:}; t=${t%%:*} ;; esac
   th=${t%@*}; cpu=; [ "$t" != "$th" ] && cpu=-cpu${t#*@}
-  if [ "$th" = knee ]; then policies="$policies monitor-knee$cpu$lis"; else policies="$policies monitor-${th}ms$cpu$lis"; fi
+  if [ "$th" = knee ]; then policies="$policies monitor-knee$cpu$lis$shed"; else policies="$policies monitor-${th}ms$cpu$lis$shed"; fi
 done
 
 mkdir -p "$OUT/nps"
 csv="$OUT/nps/runs.csv"
 bcsv="$OUT/nps/bursty.csv"
-header="rep,rate,policy,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kBps,prefetch_kBps,prefetches,hint_requests,hint_waits,errors,final_budget,server_load,bench_cpu,server_stretch,server_wait,cpu_pressure,steal_ms_per_s,throttled_share,error_kinds"
+header="rep,rate,policy,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kBps,prefetch_kBps,prefetches,hint_requests,hint_waits,errors,final_budget,server_load,bench_cpu,server_stretch,server_wait,cpu_pressure,steal_ms_per_s,throttled_share,lag_mean_ms,prefetch_refused,error_kinds"
 echo "$header" > "$csv"
 echo "$header" > "$bcsv"
 
@@ -129,12 +131,15 @@ snap() {
 # measured run (its extra bench arguments after the policy), one line appended to CSV.
 one_run() {
   local rep=$1 rate=$2 policy=$3 out_csv=$4 tag=$5; shift 5
-  local target=() bare=${policy%-l*} listener=$LISTENER
-  [ "$bare" != "$policy" ] && listener=${policy##*-l}
+  local target=() shed=() bare=${policy%-noshed} listener=$LISTENER
+  [ "$bare" != "$policy" ] && shed=(--set prefetch.shed=false)
+  local policy_lis=$bare; bare=${bare%-l*}
+  [ "$bare" != "$policy_lis" ] && listener=${policy_lis##*-l}
   local mon=${bare%-cpu*}
   [ -n "$CPU_TARGET" ] && target=(--set prefetch.cpu_target="$CPU_TARGET")
   [ "$mon" != "$bare" ] && target=(--set prefetch.cpu_target="${bare##*-cpu}")
   for kv in $MONITOR_SET; do target+=(--set "$kv"); done
+  target+=("${shed[@]}")
   local every=(); for kv in $SERVE_SET; do every+=(--set "$kv"); done
   case $listener in
     idle|normal) target+=(--set prefetch.listen=127.0.0.1:0 --set prefetch.listener_priority="$listener") ;;
@@ -202,10 +207,19 @@ stretch, wait, pressure = (w1 - w0) / max(c1 - c0, 1), (w1 - w0) / 1e9 / (t1 - t
 hz = int(sys.argv[9])
 steal = (s1 - s0) / hz * 1000 / (t1 - t0)
 throttled = f"{(h1 - h0) / (n1 - n0):.4f}" if n1 > n0 else ""
+# The load generator's start lag (how late after its scheduled arrival a client began), the
+# mean over the measured documents: part of every document's response time that is the
+# generator's, not the server's (empty from a bench without it).
+t = r["timeline"]
+if "lag_mean_ms" in t:
+    n = [a + b for a, b in zip(t["documents"], t["failed"])]
+    lag = f'{sum(x * m for x, m in zip(n, t["lag_mean_ms"])) / max(sum(n), 1):.3f}'
+else:
+    lag = ""
 print(f'{sys.argv[3]},{r["documents_per_s"]:.1f},{l["mean"]:.3f},{l["p50"]:.3f},{l["p90"]:.3f},{l["p99"]:.3f},'
       f'{r["demand_bytes_per_s"]/1e3:.1f},{r["prefetch_bytes_per_s"]/1e3:.1f},{r["prefetches"]},'
       f'{r["hint_requests"]},{r["hint_waits"]},{errors},{s["budget_per_s"]:.1f},{load},{(user + system) / wall:.3f},'
-      f'{stretch:.3f},{wait:.3f},{pressure:.3f},{steal:.2f},{throttled},'
+      f'{stretch:.3f},{wait:.3f},{pressure:.3f},{steal:.2f},{throttled},{lag},{r.get("prefetch_refused", "")},'
       + " ".join(f"{k}={v}" for k, v in sorted(d.get("errors", {}).items())))
 PY
 }

@@ -2,7 +2,9 @@
 with its monitor's samples (status-POLICY-RATE-REP.json), 100 ms by 100 ms, and says where the
 slow documents were: how much of the run's summed response time the tenth of its 100 ms
 buckets that weigh most carry, and what the monitor saw (load, probe, budget, change) in the
-epochs around them.
+epochs around them. With a bench report that has them, each bucket also shows the load
+generator's own start lag (mean and largest: how late its clients began their first request):
+a lag near the document's response time says the generator, not the server, was behind.
 
     python3 experiments/000/nps_timeline.py docs/experiments/000/nps/bench-monitor-knee-600-1.json
 """
@@ -66,13 +68,17 @@ def main(path):
     if sum(failed):
         print(f"{sum(failed)} documents failed, in buckets "
               + ", ".join(str(i) for i, f in enumerate(failed) if f))
-    print("bucket  docs  mean_ms  max_ms   | server: load  probe_ms  budget  change")
+    lag_mean, lag_max = t.get("lag_mean_ms"), t.get("lag_max_ms")
+    print("bucket  docs  mean_ms  max_ms"
+          + ("  lag_ms (max)" if lag_mean else "")
+          + "   | server: load  probe_ms  budget  change")
     for i in sorted(worst):
         e = epoch_at(t["measured_start_unix_ms"] + i * t["bucket_ms"])
         probe = f"{e['rt_us'] / 1000:7.2f}" if e and e.get("rt_us") is not None else "   fail"
         srv = (f"{e['load']:.2f}  {probe}  "
                f"{e['budget_per_s']:7.0f}  {e['change']}") if e else "-"
-        print(f"{i:6d}  {docs[i]:4d}  {means[i]:7.2f}  {maxes[i]:7.2f}   | {srv}")
+        lag = f"  {lag_mean[i]:6.2f} ({lag_max[i]:6.2f})" if lag_mean else ""
+        print(f"{i:6d}  {docs[i]:4d}  {means[i]:7.2f}  {maxes[i]:7.2f}{lag}   | {srv}")
 
 
 if __name__ == "__main__":

@@ -130,6 +130,13 @@ pub struct Bucket {
     pub sum_ms: f64,
     /// The slowest completed one, in milliseconds.
     pub max_ms: f64,
+    /// The summed start lag of the documents that arrived (completed or failed), in
+    /// milliseconds: how long after its scheduled arrival a client began its first request.
+    /// The load generator's own delay, in every document's response time: a saturated
+    /// generator shows here, a slow server does not.
+    pub lag_sum_ms: f64,
+    /// The largest start lag, in milliseconds.
+    pub lag_max_ms: f64,
 }
 
 impl AgentReport {
@@ -173,6 +180,13 @@ impl AgentReport {
                     .map(|b| if b.documents > 0 { b.sum_ms / b.documents as f64 } else { 0.0 })
                     .collect::<Vec<_>>(),
                 "max_ms": self.timeline.iter().map(|b| b.max_ms).collect::<Vec<_>>(),
+                "lag_mean_ms": self.timeline.iter()
+                    .map(|b| {
+                        let n = b.documents + b.failed;
+                        if n > 0 { b.lag_sum_ms / n as f64 } else { 0.0 }
+                    })
+                    .collect::<Vec<_>>(),
+                "lag_max_ms": self.timeline.iter().map(|b| b.lag_max_ms).collect::<Vec<_>>(),
             },
         })
     }
@@ -223,8 +237,8 @@ impl Shared {
 
 impl Sink {
     /// Counts a document that arrived in timeline bucket `bucket`: completed in `took`, or
-    /// failed (`None`).
-    fn on_timeline(&self, bucket: usize, took: Option<Duration>) {
+    /// failed (`None`), its first request begun `lag` after its arrival.
+    fn on_timeline(&self, bucket: usize, took: Option<Duration>, lag: Duration) {
         let Some(timeline) = &self.timeline else {
             return;
         };
@@ -242,6 +256,9 @@ impl Sink {
             }
             None => b.failed += 1,
         }
+        let lag = lag.as_secs_f64() * 1e3;
+        b.lag_sum_ms += lag;
+        b.lag_max_ms = b.lag_max_ms.max(lag);
     }
 
     /// A sink, keeping a timeline if `timeline`.
@@ -329,7 +346,7 @@ pub async fn run_agents(
         let Ok(permit) = in_flight.clone().try_acquire_owned() else {
             let sink = shared.sink(measured);
             sink.demand.error(ErrorKind::Overload, 0);
-            sink.on_timeline(bucket, None);
+            sink.on_timeline(bucket, None, at.elapsed());
             continue;
         };
         let shared = shared.clone();
@@ -488,6 +505,7 @@ async fn visit(
     n: u32,
     bucket: usize,
 ) {
+    let lag = arrived.elapsed();
     let plan = &shared.plan;
     let client = format!("slipstream-agent/{n}");
     let client = client.as_str();
@@ -512,12 +530,12 @@ async fn visit(
     });
     if let Some(kind) = failed {
         sink.demand.error(kind, bytes);
-        sink.on_timeline(bucket, None);
+        sink.on_timeline(bucket, None, lag);
         return;
     }
     let took = arrived.elapsed();
     sink.demand.success(took, bytes);
-    sink.on_timeline(bucket, Some(took));
+    sink.on_timeline(bucket, Some(took), lag);
     let doc = files[0].as_str();
     let turns = match plan.prefetching {
         Prefetching::Off => return,

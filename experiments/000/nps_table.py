@@ -134,6 +134,37 @@ for rate in rates:
         cells.append(" · ".join(runs))
     print(f"| {rate} | " + " | ".join(cells) + " |")
 
+# The load generator's start lag: how late after its scheduled arrival a client began its
+# first request (runs.csv's lag_mean_ms, from bench reports that record it). It is in every
+# document's response time and is the generator's, not the server's: the same change measured
+# on the time less the lag is the server's share.
+def has_lag(rs):
+    return bool(rs) and all(r.get("lag_mean_ms") for r in rs)
+
+if rates and all(has_lag(by[(rate, "noprefetch")]) for rate in rates if (rate, "noprefetch") in by):
+    print()
+    print("Less the generator's start lag: each policy's mean response time minus its runs' mean start")
+    print("lag, against No-Prefetching's the same way (the lag, in ms, in brackets).")
+    print()
+    print("| docs/s | " + " | ".join(policies) + " |")
+    print("|---|" + "---|" * len(policies))
+    for rate in rates:
+        if not has_lag(by.get((rate, "noprefetch"))):
+            continue
+        base = mean(rate, "noprefetch", "doc_mean_ms") - mean(rate, "noprefetch", "lag_mean_ms")
+        cells = []
+        for p in policies:
+            if not has_lag(by.get((rate, p))):
+                cells.append("—")
+                continue
+            lag = mean(rate, p, "lag_mean_ms")
+            net = mean(rate, p, "doc_mean_ms") - lag
+            cell = f"{net:.2f} ms ({lag:.2f})"
+            if p != "noprefetch":
+                cell += f" {(net / base - 1) * 100:+.0f} %"
+            cells.append(cell)
+        print(f"| {rate} | " + " | ".join(cells) + " |")
+
 # Each run's typical 100 ms and its slowest document, from the bench reports nps.sh keeps
 # beside runs.csv (bench-POLICY-RATE-REP.json), when they are there: a mean response time is
 # carried by its rare slow seconds as much as by its typical ones.
@@ -204,11 +235,18 @@ if os.path.exists(bursty) and sum(1 for _ in open(bursty)) > 1:
         v = [float(r[col]) for r in b[p]]
         return sum(v) / len(v)
     base = bmean("noprefetch", "doc_mean_ms")
+    lagged = all(has_lag(b[p]) for p in b)
+    net_base = base - bmean("noprefetch", "lag_mean_ms") if lagged else None
     print()
-    print("| policy | mean RT | p90 | p99 | vs No-Prefetching | prefetch MB/s | failed documents | runs |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| policy | mean RT | p90 | p99 | vs No-Prefetching | prefetch MB/s | failed documents | runs |"
+          + (" start lag | less the lag, vs |" if lagged else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if lagged else ""))
     for p in b:
         rt = bmean(p, "doc_mean_ms")
+        extra = ""
+        if lagged:
+            lag = bmean(p, "lag_mean_ms")
+            extra = f" {lag:.2f} ms | {((rt - lag) / net_base - 1) * 100:+.0f} % |"
         print(f"| {p} | {rt:.2f} ms | {bmean(p, 'doc_p90_ms'):.2f} ms | {bmean(p, 'doc_p99_ms'):.1f} ms | "
               f"{(rt / base - 1) * 100:+.0f} % | {bmean(p, 'prefetch_kBps') / 1000:.1f} | "
-              f"{bmean(p, 'errors'):.0f} | {len(b[p])} |")
+              f"{bmean(p, 'errors'):.0f} | {len(b[p])} |" + extra)

@@ -391,6 +391,21 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     );
     assert_eq!(docs.len(), 20, "{t}");
     assert_eq!(t["failed"].as_array().expect("failed").len(), 20, "{t}");
+    // Each bucket's start lag: how late its clients began; a mean never over the largest.
+    let lags = |k: &str| -> Vec<f64> {
+        t[k].as_array()
+            .unwrap_or_else(|| panic!("{k}: {t}"))
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    let (mean, max) = (lags("lag_mean_ms"), lags("lag_max_ms"));
+    assert_eq!((mean.len(), max.len()), (20, 20), "{t}");
+    assert!(
+        mean.iter().zip(&max).all(|(m, x)| 0.0 <= *m && m <= x),
+        "{t}"
+    );
+    assert!(max.iter().any(|x| *x > 0.0), "a timer never fires early: {t}");
     assert!(
         t["measured_start_unix_ms"].as_u64().unwrap() > 1_700_000_000_000,
         "{t}"

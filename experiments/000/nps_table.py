@@ -104,13 +104,18 @@ def paired(rate, policy):
     t = T95[min(len(v) - 1, 30) - 1]
     return f"{m * 100:+.0f} % (± {t * sd / len(v) ** 0.5 * 100:.0f})"
 
+def heading(caption, cols):
+    """A table's caption (lines), then its head: a docs/s column and `cols`."""
+    print()
+    print("\n".join(caption))
+    print()
+    print("| docs/s | " + " | ".join(cols) + " |")
+    print("|---|" + "---|" * len(cols))
+
 shown = [p for p in policies if p != "noprefetch" and not p.startswith("noavoid-5")]
-print()
-print("Paired: the mean over repetitions of each run's response time against the No-Prefetching")
-print("run of the same repetition and rate, ± half a 95 % interval (Student, repetitions − 1).")
-print()
-print("| docs/s | " + " | ".join(shown) + " |")
-print("|---|" + "---|" * len(shown))
+heading(["Paired: the mean over repetitions of each run's response time against the No-Prefetching",
+         "run of the same repetition and rate, ± half a 95 % interval (Student, repetitions − 1)."],
+        shown)
 for rate in rates:
     print(f"| {rate} | " + " | ".join(paired(rate, p) for p in shown) + " |")
 
@@ -142,12 +147,8 @@ def has_lag(rs):
     return bool(rs) and all(r.get("lag_mean_ms") for r in rs)
 
 if rates and all(has_lag(by[(rate, "noprefetch")]) for rate in rates if (rate, "noprefetch") in by):
-    print()
-    print("Less the generator's start lag: each policy's mean response time minus its runs' mean start")
-    print("lag, against No-Prefetching's the same way (the lag, in ms, in brackets).")
-    print()
-    print("| docs/s | " + " | ".join(policies) + " |")
-    print("|---|" + "---|" * len(policies))
+    heading(["Less the generator's start lag: each policy's mean response time minus its runs' mean start",
+             "lag, against No-Prefetching's the same way (the lag, in ms, in brackets)."], policies)
     for rate in rates:
         if not has_lag(by.get((rate, "noprefetch"))):
             continue

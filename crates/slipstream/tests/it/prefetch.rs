@@ -405,7 +405,10 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
         mean.iter().zip(&max).all(|(m, x)| 0.0 <= *m && m <= x),
         "{t}"
     );
-    assert!(max.iter().any(|x| *x > 0.0), "a timer never fires early: {t}");
+    assert!(
+        max.iter().any(|x| *x > 0.0),
+        "a timer never fires early: {t}"
+    );
     assert!(
         t["measured_start_unix_ms"].as_u64().unwrap() > 1_700_000_000_000,
         "{t}"

@@ -138,13 +138,15 @@ impl Phase for Demand {
         // A browser's own prefetch (Speculation Rules, <link rel=prefetch>) is served only
         // within the budget; refused, it costs one short answer. Prefetches through the
         // prefetch listener were granted with their hint list already.
-        // Any prefetch while the monitor finds the node overloaded is refused as well: lists
-        // granted before a burst must not be served through it.
+        // (`admit_prefetch` refuses them while shedding too, and counts them.) Any prefetch
+        // while the monitor finds the node overloaded is refused as well: lists granted before
+        // a burst must not be served through it.
+        let native_refused = is_native_prefetch(req) && !self.nps.admit_prefetch();
         let shed = prefetch && !probe && self.nps.shedding();
         if shed {
             self.nps.shed_prefetches.fetch_add(1, Ordering::Relaxed);
         }
-        if shed || (is_native_prefetch(req) && !self.nps.admit_prefetch()) {
+        if shed || native_refused {
             let mut r = slipstream_node::respond::text(
                 http::StatusCode::SERVICE_UNAVAILABLE,
                 "prefetch refused: the server has no spare capacity for prefetching now",

@@ -94,7 +94,7 @@ pub struct Nps {
     pub via_listener: Traffic,
     /// Demand requests not learnt because the training queue was full.
     pub unlearnt: AtomicU64,
-    /// Browsers' own prefetches refused for want of budget.
+    /// Browsers' own prefetches refused, for want of budget or while shedding.
     pub refused: AtomicU64,
     /// The monitor's last sample found the node overloaded, and `shed` is on: prefetches and
     /// hint lists are refused until a sample finds it under again.

@@ -244,6 +244,11 @@ fn an_overloaded_node_sheds_prefetches_at_once_and_still_serves_demand() {
     let s = status(node.addr);
     assert!(s["shed_prefetches"].as_u64().unwrap() >= 1, "{s}");
     assert!(s["shed_hint_requests"].as_u64().unwrap() >= 1, "{s}");
+    // The browser's own prefetch is counted as refused too.
+    assert!(
+        s["refused_browser_prefetches"].as_u64().unwrap() >= 1,
+        "{s}"
+    );
     assert_eq!(s["prefetch"]["requests"], 0, "{s}");
 
     // With shedding off, the agent's prefetch (whose list the budget granted) is served.

@@ -132,8 +132,9 @@ pub struct Config {
     pub admit_browser_prefetch: bool,
     /// While the monitor's last sample found the node overloaded (a probe over the threshold,
     /// or the CPU nearly all in use), refuse every prefetch with a 503 and every hint request
-    /// with a wait of one epoch, without waiting for the budget to come down: lists granted
-    /// before a burst would otherwise keep arriving through it. `false`: the budget alone.
+    /// with a wait (at least to the next epoch), without waiting for the budget to come down:
+    /// lists granted before a burst would otherwise keep arriving through it. `false`: the
+    /// budget alone.
     pub shed: bool,
     /// Send the `Speculation-Rules` header with pages, naming a rule set of the budgeted hints
     /// (`/_slipstream/speculationrules`), so browsers prefetch natively.

@@ -243,9 +243,10 @@ impl Distributor {
 
     /// Refuses one hint request arriving at `now` whatever the budget (the caller is shedding
     /// load: the server is overloaded now). It counts as arrived and as a wait, and waits as
-    /// the paper's refused client does at `budget_per_s` (past the next epoch, when the caller
-    /// knows whether the overload holds, and about 1/p − 1 epochs more). Paced, it takes no
-    /// place in the queue of slots: the queue is the budget's, which the overload may cut.
+    /// an unpaced refusal at `budget_per_s` does here (`wait`: past the next epoch, when the
+    /// caller knows whether the overload holds, and about 1/p − 1 epochs more, where the
+    /// paper's client came back at the next epoch). Paced, it takes no place in the queue of
+    /// slots: the queue is the budget's, which the overload may cut.
     pub fn refuse(&mut self, now: Duration, budget_per_s: f64, rng: &mut impl Rng) -> Duration {
         self.advance(now);
         self.arrived += 1;

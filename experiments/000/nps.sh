@@ -209,7 +209,8 @@ steal = (s1 - s0) / hz * 1000 / (t1 - t0)
 throttled = f"{(h1 - h0) / (n1 - n0):.4f}" if n1 > n0 else ""
 # The load generator's start lag (how late after its scheduled arrival a client began), the
 # mean over the measured documents: part of every document's response time that is the
-# generator's, not the server's (empty from a bench without it).
+# generator's, not the server's (empty from a bench without it). Failed documents count in it
+# and not in doc_mean_ms: "less the lag" is exact only for runs with none (every Monitor run).
 t = r["timeline"]
 if "lag_mean_ms" in t:
     n = [a + b for a, b in zip(t["documents"], t["failed"])]

@@ -171,18 +171,10 @@ fn the_monitor_grows_the_budget_on_an_idle_server() {
 #[test]
 fn a_failing_probe_leaves_no_budget_and_every_client_is_told_to_wait() {
     // The probe target does not exist: every probe fails, which the monitor must read as an
-    // overloaded server.
+    // overloaded server. Shedding off: the waits here are the budget's own (shedding gives
+    // its own waits, tested below).
     let site = pages();
-    let node = serve(
-        site.path(),
-        &[
-            "--prefetch",
-            "--set",
-            "prefetch.probe_path=/missing.html",
-            "--set",
-            "prefetch.threshold_ms=2s",
-        ],
-    );
+    let node = overloaded_node(site.path(), &["--set", "prefetch.shed=false"]);
     let s = wait_until(node.addr, "the budget halved to nothing", |s| {
         s["budget_per_s"].as_f64().unwrap() < 0.01
     });

@@ -310,11 +310,11 @@ pub async fn run_agents(
         measured: Sink::new(true),
         warming: Sink::new(false),
     });
-    let start = Instant::now();
+    let std_start = std::time::Instant::now();
+    let start = Instant::from_std(std_start);
     let measured_start_unix_ms = (std::time::SystemTime::now() + shared.plan.warmup)
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let mut offset = Duration::ZERO;
     let mut rng = StdRng::seed_from_u64(shared.plan.seed);
     let in_flight = Arc::new(tokio::sync::Semaphore::new(
         shared.plan.max_in_flight.max(1),
@@ -323,10 +323,9 @@ pub async fn run_agents(
     let mut n: u32 = 0;
     let mut last_progress = start;
     let end = shared.plan.warmup + shared.plan.duration;
-    while let Some((arrival, after)) = schedule.next(offset, end) {
-        offset = after;
+    let mut arrivals = pace(schedule, end, std_start)?;
+    while let Some(arrival) = arrivals.recv().await {
         let at = start + arrival;
-        tokio::time::sleep_until(at).await;
         n += 1;
         if last_progress.elapsed() >= Duration::from_millis(500) {
             last_progress = Instant::now();
@@ -383,6 +382,44 @@ pub async fn run_agents(
         timeline,
         measured_start_unix_ms,
     })
+}
+
+/// Sends each arrival of `schedule` before `end` (its offset from `start`) at its time, from a
+/// thread of its own that sleeps on the kernel's high-resolution timer.
+///
+/// Tokio's timer has a resolution of 1 ms, and it rounds a deadline up: arrivals paced on it
+/// began about 1 ms late, which was most of a document's response time on loopback. A
+/// thread asleep in `nanosleep` with a timer slack of 1 ns wakes within microseconds of its
+/// deadline; the client then starts as soon as a worker takes the arrival from the channel.
+/// The thread stops when the schedule ends or the receiver is dropped.
+fn pace(
+    schedule: Schedule,
+    end: Duration,
+    start: std::time::Instant,
+) -> anyhow::Result<tokio::sync::mpsc::UnboundedReceiver<Duration>> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::Builder::new()
+        .name("bench-arrivals".into())
+        .spawn(move || {
+            // The default slack (50 µs) would let the kernel defer each wake-up by that much.
+            #[cfg(target_os = "linux")]
+            if let Err(e) = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1)) {
+                tracing::debug!("arrivals keep the default timer slack: {e}");
+            }
+            let mut offset = Duration::ZERO;
+            while let Some((arrival, after)) = schedule.next(offset, end) {
+                offset = after;
+                let wait = arrival.saturating_sub(start.elapsed());
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+                if tx.send(arrival).is_err() {
+                    return;
+                }
+            }
+        })
+        .context("starting the arrivals thread")?;
+    Ok(rx)
 }
 
 /// When documents arrive: at a constant rate, or at a rate that changes every second.

@@ -37,6 +37,10 @@ BURSTY=${BURSTY:-1}                # 0: no Fig. 6 runs (a pilot)
 BURST_RATE=${BURST_RATE:-250}      # Fig. 6: the bursty load's mean, documents/s
 BURST_SECONDS=${BURST_SECONDS:-30} # and its length
 DOC_FILES=10
+AGENT_PRIORITY=${AGENT_PRIORITY:-normal} # the load generator's prefetching: "normal" (on the demand
+                                   # clients' threads) or "idle" (a SCHED_IDLE thread of its own,
+                                   # as on the clients' own devices); a threshold "knee+aidle"
+                                   # sets its own
 LATENCY_QOS=${LATENCY_QOS:-1}      # 1: hold /dev/cpu_dma_latency at 0 during the runs (below)
 
 cargo build --release --locked -p slipstream >&2
@@ -83,12 +87,14 @@ fi
 policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leave some out
 # A threshold may name its own CPU target: "knee@0.5" is the knee Monitor at cpu_target 0.5
 # (policy monitor-knee-cpu0.5); and its own LISTENER: "knee:none" (policy monitor-knee-lnone);
-# "+noshed" last turns its shedding off (prefetch.shed = false; policy monitor-knee-noshed).
+# "+noshed" turns its shedding off (prefetch.shed = false; policy monitor-knee-noshed), and
+# "+anormal" or "+aidle" last sets its AGENT_PRIORITY (policy monitor-knee-anormal).
 for t in $THRESHOLDS; do
+  ag=; case $t in *+anormal|*+aidle) ag=-a${t##*+a}; t=${t%+a*} ;; esac
   shed=; case $t in *+noshed) shed=-noshed; t=${t%+noshed} ;; esac
   lis=; case $t in *:*) lis=-l${t#*:}; t=${t%%:*} ;; esac
   th=${t%@*}; cpu=; [ "$t" != "$th" ] && cpu=-cpu${t#*@}
-  if [ "$th" = knee ]; then policies="$policies monitor-knee$cpu$lis$shed"; else policies="$policies monitor-${th}ms$cpu$lis$shed"; fi
+  if [ "$th" = knee ]; then policies="$policies monitor-knee$cpu$lis$shed$ag"; else policies="$policies monitor-${th}ms$cpu$lis$shed$ag"; fi
 done
 
 mkdir -p "$OUT/nps"
@@ -131,8 +137,10 @@ snap() {
 # measured run (its extra bench arguments after the policy), one line appended to CSV.
 one_run() {
   local rep=$1 rate=$2 policy=$3 out_csv=$4 tag=$5; shift 5
-  local target=() shed=() bare=${policy%-noshed} listener=$LISTENER
-  [ "$bare" != "$policy" ] && shed=(--set prefetch.shed=false)
+  local agent_priority=$AGENT_PRIORITY named=${policy%-anormal}; named=${named%-aidle}
+  [ "$named" != "$policy" ] && agent_priority=${policy##*-a}
+  local target=() shed=() bare=${named%-noshed} listener=$LISTENER
+  [ "$bare" != "$named" ] && shed=(--set prefetch.shed=false)
   local policy_lis=$bare; bare=${bare%-l*}
   [ "$bare" != "$policy_lis" ] && listener=${policy_lis##*-l}
   local mon=${bare%-cpu*}
@@ -164,7 +172,7 @@ one_run() {
   for _ in $(seq 100); do grep -q "slipstream serve:" "$work/serve.out" && break; sleep 0.1; done
   base=$(grep 'slipstream serve:' "$work/serve.out" | grep -o 'http://[0-9.:]*' | head -1)
   bench() { taskset -c 1 "$B" bench "$base" --urls "$work/urls.txt" --rate "$rate" \
-      --agents "$agents" --doc-files $DOC_FILES --visit 2s --max-in-flight 4096 --timeout 10s -q "$@" 3>&-; }
+      --agents "$agents" --prefetch-priority "$agent_priority" --doc-files $DOC_FILES --visit 2s --max-in-flight 4096 --timeout 10s -q "$@" 3>&-; }
   # A bench process of its own for the warm-up makes the measured run start with a cold
   # connection pool: thousands of new connections at once, a transient no real population
   # makes (the collapses at 1,000 documents/s at 4a1bf00 began there).

@@ -82,6 +82,29 @@ pub struct AgentPlan {
     pub timeout: Duration,
     /// Seed of the document choice.
     pub seed: u64,
+    /// The CPU priority of the clients' prefetching (hint requests and prefetches).
+    pub prefetch_priority: PrefetchPriority,
+}
+
+/// Where the load generator runs its clients' prefetching.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PrefetchPriority {
+    /// On a runtime of its own whose thread is at the kernel's idle priority (Linux
+    /// `SCHED_IDLE`; nice 19 where that is refused), with connections of its own.
+    ///
+    /// A browser prefetches after its page has loaded, on its own device: one user's
+    /// prefetching never delays another's page. The generator stands for thousands of
+    /// clients on one core, where prefetch responses read on the demand clients' threads
+    /// would delay their pages' responses and be counted as the server's interference.
+    /// At the idle priority the demand clients' threads run first. Not the default: when
+    /// the generator's core is saturated (a burst) the prefetching then waits, and takes
+    /// load off the server exactly when a real population's would not; in an interleaved
+    /// pilot at 400 and 800 documents/s it made no difference the noise did not swamp
+    /// (docs/experiments/000-nps.md, pilot 38).
+    Idle,
+    /// On the demand clients' runtime and connections.
+    #[default]
+    Normal,
 }
 
 /// What an agent run measured.
@@ -209,6 +232,9 @@ struct Counts {
 struct Shared {
     plan: AgentPlan,
     client: HttpClient,
+    /// The prefetching's connections and runtime (`PrefetchPriority::Idle`): they are
+    /// driven by the runtime the requests are made on.
+    prefetcher: Option<(HttpClient, tokio::runtime::Handle)>,
     /// What measured clients record.
     measured: Sink,
     /// What warm-up clients record (dropped).
@@ -304,9 +330,21 @@ pub async fn run_agents(
     let client: HttpClient = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(plan.max_in_flight.max(1))
         .build(HttpConnector::new());
+    let idle = match (plan.prefetching, plan.prefetch_priority) {
+        (Prefetching::Off, _) | (_, PrefetchPriority::Normal) => None,
+        (_, PrefetchPriority::Idle) => Some(IdleRuntime::start()?),
+    };
+    // A pool of its own, so that no connection is driven by both runtimes.
+    let prefetcher = idle.as_ref().map(|rt| {
+        let c: HttpClient = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(plan.max_in_flight.max(1))
+            .build(HttpConnector::new());
+        (c, rt.handle())
+    });
     let shared = Arc::new(Shared {
         plan,
         client,
+        prefetcher,
         measured: Sink::new(true),
         warming: Sink::new(false),
     });
@@ -350,7 +388,19 @@ pub async fn run_agents(
         };
         let shared = shared.clone();
         tasks.spawn(async move {
-            visit(&shared, shared.sink(measured), &doc, at, n, bucket).await;
+            if visit(&shared, shared.sink(measured), &doc, at, n, bucket).await {
+                match shared.prefetcher.as_ref().map(|(_, rt)| rt.clone()) {
+                    Some(rt) => {
+                        let shared = shared.clone();
+                        let _ = rt
+                            .spawn(async move {
+                                prefetch(&shared, shared.sink(measured), &doc, at, n).await
+                            })
+                            .await;
+                    }
+                    None => prefetch(&shared, shared.sink(measured), &doc, at, n).await,
+                }
+            }
             drop(permit);
         });
         // Reap finished clients so the set stays as small as the clients in progress.
@@ -382,6 +432,60 @@ pub async fn run_agents(
         timeline,
         measured_start_unix_ms,
     })
+}
+
+/// A one-thread runtime at the kernel's idle CPU priority, for the clients' prefetching.
+struct IdleRuntime(Option<tokio::runtime::Runtime>);
+
+impl IdleRuntime {
+    fn start() -> anyhow::Result<IdleRuntime> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("bench-prefetch")
+            .enable_all()
+            .on_thread_start(lower_this_thread)
+            .build()
+            .context("starting the prefetching's runtime")?;
+        Ok(IdleRuntime(Some(rt)))
+    }
+
+    fn handle(&self) -> tokio::runtime::Handle {
+        self.0
+            .as_ref()
+            .expect("present until dropped")
+            .handle()
+            .clone()
+    }
+}
+
+impl Drop for IdleRuntime {
+    fn drop(&mut self) {
+        // Dropped from within the demand clients' runtime, where a blocking shutdown would
+        // panic; every prefetch task has been awaited by then.
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Lowers the calling thread to `SCHED_IDLE`, else to nice 19 (Linux; elsewhere nothing).
+fn lower_this_thread() {
+    #[cfg(target_os = "linux")]
+    {
+        use thread_priority::unix::{
+            set_thread_priority_and_policy, thread_native_id, NormalThreadSchedulePolicy,
+            ThreadSchedulePolicy,
+        };
+        let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+        let id = thread_native_id();
+        if set_thread_priority_and_policy(id, thread_priority::ThreadPriority::Min, idle).is_err()
+            && rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19).is_err()
+        {
+            tracing::warn!(
+                "the prefetching's thread could not be lowered; it runs at normal priority"
+            );
+        }
+    }
 }
 
 /// Sends each arrival of `schedule` before `end` (its offset from `start`) at its time, from a
@@ -497,6 +601,7 @@ impl Schedule {
 /// GETs `url`, reading the whole body; (status, body) or the error kind.
 async fn fetch(
     shared: &Shared,
+    http: &HttpClient,
     url: &str,
     client: &str,
     prefetch: bool,
@@ -510,7 +615,7 @@ async fn fetch(
     }
     let req = req.body(Empty::new()).map_err(|_| ErrorKind::Io)?;
     let exchange = async {
-        let res = shared.client.request(req).await.map_err(|e| {
+        let res = http.request(req).await.map_err(|e| {
             if e.is_connect() {
                 ErrorKind::Connect
             } else {
@@ -532,8 +637,9 @@ async fn fetch(
 }
 
 /// One client (the `n`-th, arrived in timeline bucket `bucket`): its document (`files[0]` is
-/// the page), then its prefetches. Each client has a user agent of its own, so the server
-/// tells them apart as it does browsers.
+/// the page); whether it goes on to prefetch (the document loaded and the plan prefetches).
+/// Each client has a user agent of its own, so the server tells them apart as it does
+/// browsers.
 async fn visit(
     shared: &Shared,
     sink: &Sink,
@@ -541,7 +647,7 @@ async fn visit(
     arrived: Instant,
     n: u32,
     bucket: usize,
-) {
+) -> bool {
     let lag = arrived.elapsed();
     let plan = &shared.plan;
     let client = format!("slipstream-agent/{n}");
@@ -552,8 +658,11 @@ async fn visit(
     for chunk in files.chunks(6) {
         let urls: Vec<String> = chunk.iter().map(|f| format!("{base}{f}")).collect();
         results.extend(
-            futures_util::future::join_all(urls.iter().map(|u| fetch(shared, u, client, false)))
-                .await,
+            futures_util::future::join_all(
+                urls.iter()
+                    .map(|u| fetch(shared, &shared.client, u, client, false)),
+            )
+            .await,
         );
     }
     let bytes: u64 = results
@@ -568,11 +677,25 @@ async fn visit(
     if let Some(kind) = failed {
         sink.demand.error(kind, bytes);
         sink.on_timeline(bucket, None, lag);
-        return;
+        return false;
     }
     let took = arrived.elapsed();
     sink.demand.success(took, bytes);
     sink.on_timeline(bucket, Some(took), lag);
+    plan.prefetching != Prefetching::Off
+}
+
+/// The `n`-th client's prefetching after its document `files` (arrived at `arrived`), as the
+/// agent does after a page has loaded, until its visit ends.
+async fn prefetch(shared: &Shared, sink: &Sink, files: &[String], arrived: Instant, n: u32) {
+    let plan = &shared.plan;
+    let client = format!("slipstream-agent/{n}");
+    let client = client.as_str();
+    let http = shared
+        .prefetcher
+        .as_ref()
+        .map_or(&shared.client, |(c, _)| c);
+    let base = base_of(&plan.base).unwrap_or_default();
     let doc = files[0].as_str();
     let turns = match plan.prefetching {
         Prefetching::Off => return,
@@ -587,7 +710,7 @@ async fn visit(
     while turn < turns && Instant::now() < leave {
         sink.counts.hint_requests.fetch_add(1, Ordering::Relaxed);
         let url = format!("{base}/_slipstream/hints?url={query}&turn={turn}");
-        let Ok((status, body)) = fetch(shared, &url, client, false).await else {
+        let Ok((status, body)) = fetch(shared, http, &url, client, false).await else {
             return;
         };
         if !status.is_success() {
@@ -642,7 +765,7 @@ async fn visit(
                     if refused.load(Ordering::Relaxed) {
                         return;
                     }
-                    match fetch(shared, &url, client, true).await {
+                    match fetch(shared, http, &url, client, true).await {
                         Ok((status, body)) if status.is_success() => {
                             sink.counts.prefetches.fetch_add(1, Ordering::Relaxed);
                             sink.counts

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use slipstream_bench::agent::{AgentPlan, Prefetching};
+use slipstream_bench::agent::{AgentPlan, PrefetchPriority, Prefetching};
 use slipstream_bench::{Limits, Mode, Plan, Targets};
 
 fn parse_prefetching(s: &str) -> Result<Prefetching, String> {
@@ -18,6 +18,14 @@ fn parse_prefetching(s: &str) -> Result<Prefetching, String> {
             .filter(|k| *k >= 1)
             .map(Prefetching::Fixed)
             .ok_or_else(|| format!("`{s}`: expected off, hinted or a number of lists (1 or more)")),
+    }
+}
+
+fn parse_priority(s: &str) -> Result<PrefetchPriority, String> {
+    match s {
+        "idle" => Ok(PrefetchPriority::Idle),
+        "normal" => Ok(PrefetchPriority::Normal),
+        _ => Err(format!("`{s}`: expected idle or normal")),
     }
 }
 
@@ -79,6 +87,7 @@ fn run_agents(
         visit: args.visit,
         timeout: args.timeout,
         seed: args.seed,
+        prefetch_priority: args.prefetch_priority,
     };
     let quiet = args.quiet;
     let report = crate::serve::runtime(0)?.block_on(slipstream_bench::agent::run_agents(
@@ -176,6 +185,13 @@ pub struct Args {
     /// run.
     #[arg(long, value_parser = slipstream_units::duration, default_value = "0s", requires = "agents")]
     pub warmup: Duration,
+    /// The CPU priority of the agents' prefetching in this process: `normal` (on the demand
+    /// clients' threads and connections) or `idle` (a thread of its own at SCHED_IDLE, with
+    /// connections of its own, so that one simulated client's prefetching does not delay
+    /// another's document, as on separate devices; but a saturated generator then holds
+    /// back the prefetching during a burst, as separate devices would not).
+    #[arg(long, value_name = "idle|normal", value_parser = parse_priority, default_value = "normal", requires = "agents")]
+    pub prefetch_priority: PrefetchPriority,
     /// How long an agent client stays prefetching after its document arrived.
     #[arg(long, value_parser = slipstream_units::duration, default_value = "2s")]
     pub visit: Duration,

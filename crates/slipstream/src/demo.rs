@@ -183,6 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             max_in_flight: 64,
             prefetching: slipstream_bench::agent::Prefetching::Hinted,
             visit: Duration::from_secs(1),
+            prefetch_priority: Default::default(),
             timeout: Duration::from_secs(5),
             seed: 1,
         };

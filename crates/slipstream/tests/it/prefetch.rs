@@ -336,80 +336,89 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     let urls = site.path().join("urls.txt");
     std::fs::write(&urls, "/a.html\n/b.html\n/c.html\n/d.html\n/e.html\n").expect("write");
     let json = site.path().join("run.json");
-    let out = crate::support::bin()
-        .args([
-            "bench",
-            &format!("http://{}", node.addr),
-            "--urls",
-            urls.to_str().unwrap(),
-            "--rate",
-            "20",
-            "--agents",
-            "hinted",
-            "--doc-files",
-            "2",
-            "--visit",
-            "1s",
-            "--duration",
-            "2s",
-            "--json",
-            json.to_str().unwrap(),
-            "-q",
-        ])
-        .output()
-        .expect("run bench");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = status(node.addr);
-    assert!(s["prefetch"]["requests"].as_u64().unwrap() > 0, "{s}");
-    // Every granted file was a list's: the agents' prefetches are the agent's (`Purpose`),
-    // not browser prefetches admitted against the budget a second time.
-    assert_eq!(s["granted_files"], s["lists"].as_u64().unwrap() * 2, "{s}");
-    assert_eq!(s["refused_browser_prefetches"], 0, "{s}");
-    // The timeline holds every completed measured document once, by the 100 ms in which it
-    // arrived: twenty buckets for two seconds at 20 a second.
-    let run: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).expect("read run.json")).expect("json");
-    let t = &run["timeline"];
-    let docs: Vec<u64> = t["documents"]
-        .as_array()
-        .expect("timeline")
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    assert_eq!(t["bucket_ms"], 100, "{t}");
-    assert_eq!(
-        docs.iter().sum::<u64>(),
-        run["demand"]["completed"].as_u64().unwrap(),
-        "{run}"
-    );
-    assert_eq!(docs.len(), 20, "{t}");
-    assert_eq!(t["failed"].as_array().expect("failed").len(), 20, "{t}");
-    // Each bucket's start lag: how late its clients began; a mean never over the largest.
-    let lags = |k: &str| -> Vec<f64> {
-        t[k].as_array()
-            .unwrap_or_else(|| panic!("{k}: {t}"))
+    // The agents' prefetching on a thread of its own at idle priority, then on the demand
+    // clients' threads (the default): both prefetch.
+    let mut prefetched = 0;
+    for priority in ["idle", "normal"] {
+        let out = crate::support::bin()
+            .args([
+                "bench",
+                &format!("http://{}", node.addr),
+                "--urls",
+                urls.to_str().unwrap(),
+                "--rate",
+                "20",
+                "--agents",
+                "hinted",
+                "--doc-files",
+                "2",
+                "--visit",
+                "1s",
+                "--duration",
+                "2s",
+                "--json",
+                json.to_str().unwrap(),
+                "-q",
+                "--prefetch-priority",
+                priority,
+            ])
+            .output()
+            .expect("run bench");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = status(node.addr);
+        let now = s["prefetch"]["requests"].as_u64().unwrap();
+        assert!(now > prefetched, "{priority}: {s}");
+        prefetched = now;
+        // Every granted file was a list's: the agents' prefetches are the agent's (`Purpose`),
+        // not browser prefetches admitted against the budget a second time.
+        assert_eq!(s["granted_files"], s["lists"].as_u64().unwrap() * 2, "{s}");
+        assert_eq!(s["refused_browser_prefetches"], 0, "{s}");
+        // The timeline holds every completed measured document once, by the 100 ms in which it
+        // arrived: twenty buckets for two seconds at 20 a second.
+        let run: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).expect("read run.json")).expect("json");
+        let t = &run["timeline"];
+        let docs: Vec<u64> = t["documents"]
+            .as_array()
+            .expect("timeline")
             .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect()
-    };
-    let (mean, max) = (lags("lag_mean_ms"), lags("lag_max_ms"));
-    assert_eq!((mean.len(), max.len()), (20, 20), "{t}");
-    assert!(
-        mean.iter().zip(&max).all(|(m, x)| 0.0 <= *m && m <= x),
-        "{t}"
-    );
-    assert!(
-        max.iter().any(|x| *x > 0.0),
-        "a timer never fires early: {t}"
-    );
-    assert!(
-        t["measured_start_unix_ms"].as_u64().unwrap() > 1_700_000_000_000,
-        "{t}"
-    );
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(t["bucket_ms"], 100, "{t}");
+        assert_eq!(
+            docs.iter().sum::<u64>(),
+            run["demand"]["completed"].as_u64().unwrap(),
+            "{run}"
+        );
+        assert_eq!(docs.len(), 20, "{t}");
+        assert_eq!(t["failed"].as_array().expect("failed").len(), 20, "{t}");
+        // Each bucket's start lag: how late its clients began; a mean never over the largest.
+        let lags = |k: &str| -> Vec<f64> {
+            t[k].as_array()
+                .unwrap_or_else(|| panic!("{k}: {t}"))
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect()
+        };
+        let (mean, max) = (lags("lag_mean_ms"), lags("lag_max_ms"));
+        assert_eq!((mean.len(), max.len()), (20, 20), "{t}");
+        assert!(
+            mean.iter().zip(&max).all(|(m, x)| 0.0 <= *m && m <= x),
+            "{t}"
+        );
+        assert!(
+            max.iter().any(|x| *x > 0.0),
+            "a timer never fires early: {t}"
+        );
+        assert!(
+            t["measured_start_unix_ms"].as_u64().unwrap() > 1_700_000_000_000,
+            "{t}"
+        );
+    }
 }
 
 /// The scheduling policy (`/proc/.../stat` field 41: 0 normal, 5 `SCHED_IDLE`) of each of

@@ -89,9 +89,13 @@ policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leav
 # (policy monitor-knee-cpu0.5); and its own LISTENER: "knee:none" (policy monitor-knee-lnone);
 # "+noshed" turns its shedding off (prefetch.shed = false; policy monitor-knee-noshed), and
 # "+anormal" or "+aidle" last sets its AGENT_PRIORITY (policy monitor-knee-anormal).
+case $AGENT_PRIORITY in idle|normal) ;; *) echo "AGENT_PRIORITY must be idle or normal, not $AGENT_PRIORITY" >&2; exit 2 ;; esac
 for t in $THRESHOLDS; do
   ag=; case $t in *+anormal|*+aidle) ag=-a${t##*+a}; t=${t%+a*} ;; esac
   shed=; case $t in *+noshed) shed=-noshed; t=${t%+noshed} ;; esac
+  # What is left is THRESHOLD[@TARGET][:LISTENER]; a suffix out of order would be read as part
+  # of the threshold and fail only when its server does, so it is refused here.
+  case $t in *+*) echo "threshold $t: suffixes go in the order +noshed, +aidle/+anormal" >&2; exit 2 ;; esac
   lis=; case $t in *:*) lis=-l${t#*:}; t=${t%%:*} ;; esac
   th=${t%@*}; cpu=; [ "$t" != "$th" ] && cpu=-cpu${t#*@}
   if [ "$th" = knee ]; then policies="$policies monitor-knee$cpu$lis$shed$ag"; else policies="$policies monitor-${th}ms$cpu$lis$shed$ag"; fi

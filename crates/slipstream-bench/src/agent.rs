@@ -96,7 +96,11 @@ pub enum PrefetchPriority {
     /// prefetching never delays another's page. The generator stands for thousands of
     /// clients on one core, where prefetch responses read on the demand clients' threads
     /// would delay their pages' responses and be counted as the server's interference.
-    /// At the idle priority the demand clients' threads run first. Not the default: when
+    /// At the idle priority the demand clients' threads run first. The prefetching also has
+    /// connections of its own, so hint requests no longer ride the demand clients'
+    /// kept-alive connections: about twice as many connections reach the server. A client
+    /// stays in progress (`max_in_flight`) until its prefetching ends, as with `Normal`, so
+    /// a starved prefetching thread can fill it. Not the default: when
     /// the generator's core is saturated (a burst) the prefetching then waits, and takes
     /// load off the server exactly when a real population's would not; in an interleaved
     /// pilot at 400 and 800 documents/s it made no difference the noise did not swamp
@@ -361,7 +365,7 @@ pub async fn run_agents(
     let mut n: u32 = 0;
     let mut last_progress = start;
     let end = shared.plan.warmup + shared.plan.duration;
-    let mut arrivals = pace(schedule, end, std_start)?;
+    let (mut arrivals, pacer) = pace(schedule, end, std_start)?;
     while let Some(arrival) = arrivals.recv().await {
         let at = start + arrival;
         n += 1;
@@ -405,6 +409,10 @@ pub async fn run_agents(
         });
         // Reap finished clients so the set stays as small as the clients in progress.
         while tasks.try_join_next().is_some() {}
+    }
+    // The channel has closed: the thread has returned or is returning.
+    if pacer.join().is_err() {
+        bail!("the arrivals thread panicked; the run stopped early");
     }
     while tasks.join_next().await.is_some() {}
     let elapsed = start.elapsed();
@@ -461,7 +469,8 @@ impl IdleRuntime {
 impl Drop for IdleRuntime {
     fn drop(&mut self) {
         // Dropped from within the demand clients' runtime, where a blocking shutdown would
-        // panic; every prefetch task has been awaited by then.
+        // panic. Normally every prefetch task has been awaited by then; if the run was
+        // cancelled, this cancels the rest.
         if let Some(rt) = self.0.take() {
             rt.shutdown_background();
         }
@@ -495,14 +504,18 @@ fn lower_this_thread() {
 /// began about 1 ms late, which was most of a document's response time on loopback. A
 /// thread asleep in `nanosleep` with a timer slack of 1 ns wakes within microseconds of its
 /// deadline; the client then starts as soon as a worker takes the arrival from the channel.
-/// The thread stops when the schedule ends or the receiver is dropped.
+/// The thread ends with the schedule, or at its next arrival once the receiver is dropped;
+/// join its handle after the receiver has closed to learn whether it ended early (a panic).
 fn pace(
     schedule: Schedule,
     end: Duration,
     start: std::time::Instant,
-) -> anyhow::Result<tokio::sync::mpsc::UnboundedReceiver<Duration>> {
+) -> anyhow::Result<(
+    tokio::sync::mpsc::UnboundedReceiver<Duration>,
+    std::thread::JoinHandle<()>,
+)> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("bench-arrivals".into())
         .spawn(move || {
             // The default slack (50 µs) would let the kernel defer each wake-up by that much.
@@ -523,7 +536,7 @@ fn pace(
             }
         })
         .context("starting the arrivals thread")?;
-    Ok(rx)
+    Ok((rx, thread))
 }
 
 /// When documents arrive: at a constant rate, or at a rate that changes every second.
@@ -797,6 +810,38 @@ async fn prefetch(shared: &Shared, sink: &Sink, files: &[String], arrived: Insta
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The scheduling policy (field 41 of `stat`: 0 normal, 5 `SCHED_IDLE`) and nice value
+    /// (field 19) of the thread that runs a task on `rt`.
+    #[cfg(target_os = "linux")]
+    fn policy_and_nice_on(rt: &IdleRuntime) -> (u32, i32) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        rt.handle().spawn(async move {
+            let _ = tx.send(std::fs::read_to_string("/proc/thread-self/stat"));
+        });
+        let stat = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the task ran")
+            .expect("read stat");
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        // `fields[0]` is field 3.
+        (
+            fields[41 - 3].parse().unwrap(),
+            fields[19 - 3].parse().unwrap(),
+        )
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_prefetching_runtime_runs_at_idle_priority() {
+        let rt = IdleRuntime::start().unwrap();
+        let (policy, nice) = policy_and_nice_on(&rt);
+        assert!(
+            policy == 5 || nice == 19,
+            "SCHED_IDLE, or nice 19 where that is refused: policy {policy}, nice {nice}"
+        );
+    }
 
     fn arrivals(s: &Schedule, duration: Duration) -> Vec<Duration> {
         let mut out = Vec::new();

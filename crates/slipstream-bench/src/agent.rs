@@ -478,6 +478,10 @@ impl Drop for IdleRuntime {
 }
 
 /// Lowers the calling thread to `SCHED_IDLE`, else to nice 19 (Linux; elsewhere nothing).
+///
+/// The same steps as the prefetch listener's thread takes (`slipstream-node`'s
+/// `bootstrap::lower_this_thread`); repeated here rather than have the load generator
+/// depend on the node crate.
 fn lower_this_thread() {
     #[cfg(target_os = "linux")]
     {

@@ -41,6 +41,8 @@ AGENT_PRIORITY=${AGENT_PRIORITY:-normal} # the load generator's prefetching: "no
                                    # clients' threads) or "idle" (a SCHED_IDLE thread of its own,
                                    # as on the clients' own devices); a threshold "knee+aidle"
                                    # sets its own
+ARRIVALS=${ARRIVALS:-constant}     # the agents' arrivals: "constant" (httperf's, the paper's) or
+                                   # "poisson" (exponential gaps of the same mean)
 LATENCY_QOS=${LATENCY_QOS:-1}      # 1: hold /dev/cpu_dma_latency at 0 during the runs (below)
 
 cargo build --release --locked -p slipstream >&2
@@ -89,6 +91,7 @@ policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leav
 # (policy monitor-knee-cpu0.5); and its own LISTENER: "knee:none" (policy monitor-knee-lnone);
 # "+noshed" turns its shedding off (prefetch.shed = false; policy monitor-knee-noshed), and
 # "+anormal" or "+aidle" last sets its AGENT_PRIORITY (policy monitor-knee-anormal).
+case $ARRIVALS in constant|poisson) ;; *) echo "ARRIVALS must be constant or poisson, not $ARRIVALS" >&2; exit 2 ;; esac
 case $AGENT_PRIORITY in idle|normal) ;; *) echo "AGENT_PRIORITY must be idle or normal, not $AGENT_PRIORITY" >&2; exit 2 ;; esac
 for t in $THRESHOLDS; do
   ag=; case $t in *+anormal|*+aidle) ag=-a${t##*+a}; t=${t%+a*} ;; esac
@@ -176,7 +179,7 @@ one_run() {
   for _ in $(seq 100); do grep -q "slipstream serve:" "$work/serve.out" && break; sleep 0.1; done
   base=$(grep 'slipstream serve:' "$work/serve.out" | grep -o 'http://[0-9.:]*' | head -1)
   bench() { taskset -c 1 "$B" bench "$base" --urls "$work/urls.txt" --rate "$rate" \
-      --agents "$agents" --prefetch-priority "$agent_priority" --doc-files $DOC_FILES --visit 2s --max-in-flight 4096 --timeout 10s -q "$@" 3>&-; }
+      --agents "$agents" --prefetch-priority "$agent_priority" --arrivals "$ARRIVALS" --doc-files $DOC_FILES --visit 2s --max-in-flight 4096 --timeout 10s -q "$@" 3>&-; }
   # A bench process of its own for the warm-up makes the measured run start with a cold
   # connection pool: thousands of new connections at once, a transient no real population
   # makes (the collapses at 1,000 documents/s at 4a1bf00 began there).

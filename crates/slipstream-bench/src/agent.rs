@@ -29,7 +29,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::rngs::StdRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -84,6 +84,20 @@ pub struct AgentPlan {
     pub seed: u64,
     /// The CPU priority of the clients' prefetching (hint requests and prefetches).
     pub prefetch_priority: PrefetchPriority,
+    /// How arrivals are spaced.
+    pub arrivals: Arrivals,
+}
+
+/// How documents' arrivals are spaced at a given rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Arrivals {
+    /// Evenly, one every 1/rate seconds, as httperf's `--rate` (paper 000's load).
+    #[default]
+    Constant,
+    /// A Poisson process: independent exponential gaps of mean 1/rate (seeded with the
+    /// plan's seed). A population of independent users arrives so; it leaves no fixed gap
+    /// after each document for other work to fill.
+    Poisson,
 }
 
 /// Where the load generator runs its clients' prefetching.
@@ -325,6 +339,11 @@ pub async fn run_agents(
         bail!("no documents to request");
     }
     let schedule = Schedule::new(plan.rate_per_s, &plan.rate_profile)?.after(plan.warmup);
+    let schedule = match plan.arrivals {
+        Arrivals::Constant => schedule,
+        // Its own stream, not the document choice's.
+        Arrivals::Poisson => schedule.poisson(plan.seed.wrapping_add(0x9e37_79b9_7f4a_7c15)),
+    };
     let weights =
         WeightedIndex::new(plan.documents.iter().map(|(_, w)| *w)).context("document weights")?;
     base_of(&plan.base)?;
@@ -522,6 +541,7 @@ fn pace(
     let thread = std::thread::Builder::new()
         .name("bench-arrivals".into())
         .spawn(move || {
+            let mut schedule = schedule;
             // The default slack (50 µs) would let the kernel defer each wake-up by that much.
             #[cfg(target_os = "linux")]
             if let Err(e) = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1)) {
@@ -552,6 +572,8 @@ struct Schedule {
     mean: f64,
     /// The profile's first second begins here (after a warm-up).
     start: Duration,
+    /// Exponential gaps drawn from this ([`Arrivals::Poisson`]); `None`: even gaps.
+    random: Option<StdRng>,
 }
 
 impl Schedule {
@@ -561,6 +583,7 @@ impl Schedule {
                 rates: vec![mean],
                 mean,
                 start: Duration::ZERO,
+                random: None,
             });
         }
         if let Some(i) = profile.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
@@ -579,6 +602,7 @@ impl Schedule {
             rates: profile.iter().map(|v| v * scale).collect(),
             mean,
             start: Duration::ZERO,
+            random: None,
         })
     }
 
@@ -586,6 +610,15 @@ impl Schedule {
     fn after(self, warmup: Duration) -> Schedule {
         Schedule {
             start: warmup,
+            ..self
+        }
+    }
+
+    /// The same schedule with exponential gaps (a Poisson process at each second's rate),
+    /// drawn from `seed`.
+    fn poisson(self, seed: u64) -> Schedule {
+        Schedule {
+            random: Some(StdRng::seed_from_u64(seed)),
             ..self
         }
     }
@@ -598,15 +631,21 @@ impl Schedule {
     }
 
     /// The arrival at or after `offset` (from the run's start) and the offset of the one after
-    /// it; `None` once `duration` is reached. A second with rate 0 has no arrivals.
-    fn next(&self, mut offset: Duration, duration: Duration) -> Option<(Duration, Duration)> {
+    /// it; `None` once `duration` is reached. A second with rate 0 has no arrivals. With
+    /// exponential gaps, a gap is drawn at the rate of the second it starts in.
+    fn next(&mut self, mut offset: Duration, duration: Duration) -> Option<(Duration, Duration)> {
         loop {
             if offset >= duration {
                 return None;
             }
             let rate = self.rate_at(offset);
             if rate > 0.0 {
-                return Some((offset, offset + Duration::from_secs_f64(1.0 / rate)));
+                let gap = match &mut self.random {
+                    None => 1.0 / rate,
+                    // Inverse transform: 1 − u is in (0, 1], so the logarithm is finite.
+                    Some(rng) => -(1.0 - rng.gen::<f64>()).ln() / rate,
+                };
+                return Some((offset, offset + Duration::from_secs_f64(gap)));
             }
             // On to the profile's next second.
             let into = offset.saturating_sub(self.start);
@@ -848,6 +887,7 @@ mod tests {
     }
 
     fn arrivals(s: &Schedule, duration: Duration) -> Vec<Duration> {
+        let mut s = s.clone();
         let mut out = Vec::new();
         let mut offset = Duration::ZERO;
         while let Some((at, next)) = s.next(offset, duration) {
@@ -855,6 +895,25 @@ mod tests {
             offset = next;
         }
         out
+    }
+
+    #[test]
+    fn poisson_arrivals_keep_the_rate_with_exponential_gaps() {
+        let s = Schedule::new(1000.0, &[]).unwrap().poisson(7);
+        let a = arrivals(&s, Duration::from_secs(10));
+        // 10,000 expected; a Poisson count's standard deviation is 100.
+        assert!((9_600..=10_400).contains(&a.len()), "{} arrivals", a.len());
+        let gaps: Vec<f64> = a.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+        // An exponential's standard deviation equals its mean (even gaps: 0).
+        let cv = var.sqrt() / mean;
+        assert!((0.9..1.1).contains(&cv), "coefficient of variation {cv}");
+        // The same seed, the same arrivals.
+        assert_eq!(
+            arrivals(&s, Duration::from_secs(1)),
+            a[..arrivals(&s, Duration::from_secs(1)).len()]
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use slipstream_bench::agent::{AgentPlan, PrefetchPriority, Prefetching};
+use slipstream_bench::agent::{AgentPlan, Arrivals, PrefetchPriority, Prefetching};
 use slipstream_bench::{Limits, Mode, Plan, Targets};
 
 fn parse_prefetching(s: &str) -> Result<Prefetching, String> {
@@ -18,6 +18,14 @@ fn parse_prefetching(s: &str) -> Result<Prefetching, String> {
             .filter(|k| *k >= 1)
             .map(Prefetching::Fixed)
             .ok_or_else(|| format!("`{s}`: expected off, hinted or a number of lists (1 or more)")),
+    }
+}
+
+fn parse_arrivals(s: &str) -> Result<Arrivals, String> {
+    match s {
+        "constant" => Ok(Arrivals::Constant),
+        "poisson" => Ok(Arrivals::Poisson),
+        _ => Err(format!("`{s}`: expected constant or poisson")),
     }
 }
 
@@ -88,6 +96,7 @@ fn run_agents(
         timeout: args.timeout,
         seed: args.seed,
         prefetch_priority: args.prefetch_priority,
+        arrivals: args.arrivals,
     };
     let quiet = args.quiet;
     let report = crate::serve::runtime(0)?.block_on(slipstream_bench::agent::run_agents(
@@ -192,6 +201,10 @@ pub struct Args {
     /// back the prefetching during a burst, as separate devices would not).
     #[arg(long, value_name = "idle|normal", value_parser = parse_priority, default_value = "normal", requires = "agents")]
     pub prefetch_priority: PrefetchPriority,
+    /// How the agents' arrivals are spaced: `constant` (one every 1/--rate seconds, as
+    /// httperf) or `poisson` (independent exponential gaps of that mean, seeded by --seed).
+    #[arg(long, value_name = "constant|poisson", value_parser = parse_arrivals, default_value = "constant", requires = "agents")]
+    pub arrivals: Arrivals,
     /// How long an agent client stays prefetching after its document arrived.
     #[arg(long, value_parser = slipstream_units::duration, default_value = "2s")]
     pub visit: Duration,

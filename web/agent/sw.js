@@ -515,18 +515,28 @@ async function prefetchFor(pagePath, prevPath, demandBytes) {
     let allowance = byteAllowance(demandBytes);
     let turn = 0;
     let waits = 0;
+    // The first hint request goes to the page's origin; the ones after it (a retry, the next
+    // turn) go where the answer sends prefetches: through the prefetch listener they are
+    // served at its low priority, not on demand's thread.
+    let hintBase = self.location.origin;
     while (turn !== null && turn < PREFETCH_DEFAULTS.max_turns && allowance > 0) {
       const q = new URLSearchParams({ url: pagePath, turn: String(turn) });
       if (prevPath) q.set('prev', prevPath);
       prefetchStats.asked++;
       let answer;
       try {
-        const r = await fetch(`/_slipstream/hints?${q}`, { cache: 'no-store' });
+        const r = await fetch(
+          `${hintBase}/_slipstream/hints?${q}`,
+          hintBase !== self.location.origin
+            ? { mode: 'cors', credentials: 'omit', cache: 'no-store' }
+            : { cache: 'no-store' },
+        );
         if (!r.ok) return;
         answer = readHints(await r.json(), self.location.origin);
       } catch {
         return;
       }
+      hintBase = answer.base;
       if (answer.waitMs !== null) {
         // No budget this epoch (000 §3.3): wait as told, a few times at most.
         prefetchStats.waits++;

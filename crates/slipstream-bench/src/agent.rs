@@ -763,9 +763,13 @@ async fn prefetch(shared: &Shared, sink: &Sink, files: &[String], arrived: Insta
     let query: String = form_urlencoded::byte_serialize(doc.as_bytes()).collect();
     let mut cache: HashSet<String> = files.iter().cloned().collect();
     let mut turn = 0usize;
+    // The first hint request goes to the demand server; the ones after it (a retry, the next
+    // turn) go where the answer sends prefetches, as the browser agent does: through the
+    // prefetch listener they are served at its low priority, not on demand's thread.
+    let mut hint_base = base.clone();
     while turn < turns && Instant::now() < leave {
         sink.counts.hint_requests.fetch_add(1, Ordering::Relaxed);
-        let url = format!("{base}/_slipstream/hints?url={query}&turn={turn}");
+        let url = format!("{hint_base}/_slipstream/hints?url={query}&turn={turn}");
         let Ok((status, body)) = fetch(shared, http, &url, client, false).await else {
             return;
         };
@@ -775,6 +779,15 @@ async fn prefetch(shared: &Shared, sink: &Sink, files: &[String], arrived: Insta
         let Ok(answer) = serde_json::from_slice::<serde_json::Value>(&body) else {
             return;
         };
+        // The prefetch listener the hint server names, as the browser agent follows it.
+        let prefetch_base = fixed_base.clone().unwrap_or_else(|| {
+            answer["prefetch_base"]
+                .as_str()
+                .and_then(|b| b.parse::<Uri>().ok())
+                .and_then(|b| base_of(&b).ok())
+                .unwrap_or_else(|| base.clone())
+        });
+        hint_base.clone_from(&prefetch_base);
         if let Some(ms) = answer["retry_after_ms"].as_u64() {
             sink.counts.hint_waits.fetch_add(1, Ordering::Relaxed);
             let again = Instant::now() + Duration::from_millis(ms.max(1));
@@ -784,14 +797,6 @@ async fn prefetch(shared: &Shared, sink: &Sink, files: &[String], arrived: Insta
             tokio::time::sleep_until(again).await;
             continue;
         }
-        // The prefetch listener the hint server names, as the browser agent follows it.
-        let prefetch_base = fixed_base.clone().unwrap_or_else(|| {
-            answer["prefetch_base"]
-                .as_str()
-                .and_then(|b| b.parse::<Uri>().ok())
-                .and_then(|b| base_of(&b).ok())
-                .unwrap_or_else(|| base.clone())
-        });
         let hints: Vec<String> = answer["hints"]
             .as_array()
             .map(|a| {

@@ -88,6 +88,7 @@ pub trait Service: Send + Sync + 'static {
 pub struct Node<S> {
     service: S,
     router: Router,
+    cpu_cost: std::time::Duration,
 }
 
 impl<S: Service> Node<S> {
@@ -95,7 +96,19 @@ impl<S: Service> Node<S> {
     pub fn new(service: S) -> Node<S> {
         let mut router = Router::default();
         service.register(&mut router);
-        Node { service, router }
+        Node {
+            service,
+            router,
+            cpu_cost: std::time::Duration::ZERO,
+        }
+    }
+
+    /// Makes every request cost `cost` of CPU time on the thread that serves it, before it is
+    /// answered (an experiment's slower server: see `serve.cpu_cost_us`). Zero, the default,
+    /// costs nothing.
+    pub fn with_cpu_cost(mut self, cost: std::time::Duration) -> Self {
+        self.cpu_cost = cost;
+        self
     }
 
     /// Registers (or replaces) the endpoint `/_slipstream/NAME` and everything below it.
@@ -126,6 +139,23 @@ impl<S: Service> Node<S> {
     }
 }
 
+/// Spins until this thread has used `cost` of CPU time. It counts the thread's own CPU clock,
+/// not the wall clock, so a thread preempted while it spins still does all of its work later,
+/// as a slower processor would.
+fn burn(cost: std::time::Duration) {
+    let used = || {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        std::time::Duration::new(
+            t.tv_sec.max(0) as u64,
+            t.tv_nsec.clamp(0, 999_999_999) as u32,
+        )
+    };
+    let start = used();
+    while used().saturating_sub(start) < cost {
+        std::hint::spin_loop();
+    }
+}
+
 /// RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without a Host field, and to
 /// any request with more than one.
 fn host_problem<B>(req: &Request<B>) -> Option<&'static str> {
@@ -141,6 +171,9 @@ fn host_problem<B>(req: &Request<B>) -> Option<&'static str> {
 
 impl<S: Service> slipstream_http::listen::Handler for Node<S> {
     async fn call(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        if !self.cpu_cost.is_zero() {
+            burn(self.cpu_cost);
+        }
         if let Some(problem) = host_problem(&req) {
             return respond::text(http::StatusCode::BAD_REQUEST, problem);
         }

@@ -12,7 +12,8 @@
 //! hold_ms = 10                # a hint request whose paced slot is this near is held for it,
 //!                             # not refused (0: refuse, the paper's rule)
 //! cpu_target = 0.7            # keep the node's CPU use under this fraction of what it may
-//!                             # use (its cgroup quota, its cores); 0: probes alone
+//!                             # use (its cgroup quota, its cores); 0: probes alone; threads
+//!                             # at idle priority (an idle listener's) are not counted
 //! shed = true                 # while the monitor's last sample found the node overloaded,
 //!                             # refuse prefetches (503) and hint lists at once
 //! probe_path = "/"            # the representative object the monitor probes
@@ -94,7 +95,8 @@ pub struct Config {
     pub hold_ms: u64,
     /// Keep the node's CPU use under this fraction of the CPU it may use (its cgroup's quota,
     /// the cores it may run on): above it the budget is cut in proportion. 0: the probes alone
-    /// (the paper's monitor).
+    /// (the paper's monitor). Threads at idle priority (the prefetch listener's with
+    /// `listener_priority = "idle"`) are not counted: their work gives way to demand's.
     pub cpu_target: f64,
     /// PPM order n (000 §6.3: 2).
     pub order: usize,

@@ -8,6 +8,12 @@
 //! process's CPU use rises in proportion to the load it serves, well before the cliff, so the
 //! monitor also keeps it under a target ([`slipstream_prefetch::monitor::MonitorConfig::load_target`]).
 //!
+//! Work at idle priority is not load: a thread in `SCHED_IDLE` (or at nice 19, where the
+//! kernel refused that), such as the prefetch listener's with `listener_priority = "idle"`,
+//! gives way to every other thread the moment one wants the CPU, so what it uses is CPU that
+//! demand did not want. Counting it would brake the budget (and shed prefetches) exactly when
+//! that listener soaks up the spare capacity it exists for. Its threads are left out of the load.
+//!
 //! Linux only: CPU time from `/proc/self/task/*/schedstat` (nanoseconds on CPU per thread), the
 //! allowance from `/proc/self/cgroup` and the cgroup files (v1 `cpu.cfs_quota_us` and
 //! `cpu.cfs_period_us`, v2 `cpu.max`). Elsewhere [`CpuMeter::new`] is `None` and the monitor
@@ -79,6 +85,12 @@ fn thread_times() -> Option<HashMap<u32, u64>> {
             continue;
         };
         // A thread may end between the listing and the read.
+        let lowered = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .is_some_and(|s| at_idle_priority(&s));
+        if lowered {
+            continue;
+        }
         if let Some(ns) = std::fs::read_to_string(entry.path().join("schedstat"))
             .ok()
             .and_then(|s| parse_schedstat(&s))
@@ -87,6 +99,22 @@ fn thread_times() -> Option<HashMap<u32, u64>> {
         }
     }
     (!times.is_empty()).then_some(times)
+}
+
+/// `SCHED_IDLE`'s number in a `stat` line's policy field.
+const SCHED_IDLE: u32 = 5;
+
+/// Whether a thread's `stat` line (proc(5)) shows it at idle priority: policy `SCHED_IDLE`
+/// (field 41), or nice 19 (field 19). The command name (field 2) is in parentheses and may
+/// hold spaces or parentheses itself, so the fields are counted from the last `)`.
+fn at_idle_priority(stat: &str) -> bool {
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    // `rest` starts at field 3.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<i64>().ok());
+    field(41) == Some(i64::from(SCHED_IDLE)) || field(19) == Some(19)
 }
 
 /// The first field of a `schedstat` line: nanoseconds on CPU.
@@ -202,6 +230,55 @@ mod tests {
         // Nothing set anywhere, or lines that are not cgroup lines.
         assert_eq!(cgroup_quota("3:cpu:/elsewhere\nnot a line\n", &root), None);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn stat_lines_at_idle_priority_are_recognised() {
+        // proc(5) fields 3.., with a command name holding a space and a parenthesis.
+        let line = |nice: i64, policy: u32| {
+            let mut f: Vec<String> = (3..=52).map(|_| "0".to_owned()).collect();
+            f[19 - 3] = nice.to_string();
+            f[41 - 3] = policy.to_string();
+            format!("1234 (idle) x) {}", f.join(" "))
+        };
+        assert!(at_idle_priority(&line(0, SCHED_IDLE)));
+        assert!(at_idle_priority(&line(19, 0)));
+        assert!(!at_idle_priority(&line(0, 0)));
+        assert!(!at_idle_priority(&line(-5, 1)));
+        assert!(!at_idle_priority("garbage"));
+        assert!(!at_idle_priority("1 (short) S 1"));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_thread_at_idle_priority_is_not_load() {
+        use std::sync::mpsc;
+        let (lowered_tx, lowered_rx) = mpsc::channel();
+        let (sampled_tx, sampled_rx) = mpsc::channel::<()>();
+        let spinner = std::thread::spawn(move || {
+            // Nice 19 needs no privilege (SCHED_IDLE may not be allowed everywhere).
+            let tid = rustix::thread::gettid();
+            rustix::process::setpriority_process(Some(tid), 19).expect("nice 19");
+            let start = Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < Duration::from_millis(50) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            lowered_tx
+                .send(tid.as_raw_nonzero().get() as u32)
+                .expect("send");
+            // Alive until the meter has looked: a thread that ended is not counted anyway.
+            let _ = sampled_rx.recv();
+        });
+        let tid = lowered_rx.recv().expect("the spinning thread's id");
+        let meter = CpuMeter::new().expect("/proc/self/task/*/schedstat on Linux");
+        sampled_tx.send(()).expect("send");
+        spinner.join().expect("the spinning thread");
+        // Other tests run threads in this process too, so the load itself proves little: the
+        // meter must not count the lowered thread at all, and must count this one.
+        let me = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+        assert!(!meter.threads.contains_key(&tid), "{tid} counted");
+        assert!(meter.threads.contains_key(&me), "{me} not counted");
     }
 
     #[cfg(target_os = "linux")]

@@ -211,6 +211,15 @@ impl Nps {
         *self.listener.write() = Some((applied, base));
     }
 
+    /// Whether the prefetch listener serves at idle CPU priority (its own thread at
+    /// `SCHED_IDLE` or nice 19), so that the load leaves its work out.
+    fn listener_at_idle_priority(&self) -> bool {
+        use slipstream_node::bootstrap::PriorityApplied;
+        self.listener.read().as_ref().is_some_and(|(a, _)| {
+            matches!(a.cpu, PriorityApplied::SchedIdle | PriorityApplied::Nice19)
+        })
+    }
+
     /// Where clients send prefetches (`None`: the demand origin itself).
     pub fn prefetch_base(&self) -> Option<String> {
         self.listener.read().as_ref().map(|(_, b)| b.clone())
@@ -338,8 +347,14 @@ impl Nps {
             // The files answered (demand and prefetch) only: probes, hint requests and
             // responses without a body also use the CPU the load counts, so load / requests
             // overstates a file's cost, and the room a growth step sees errs low.
-            let answered = self.demand.requests.load(Ordering::Relaxed)
-                + self.prefetch.requests.load(Ordering::Relaxed);
+            // Files the prefetch listener served at idle priority are left out, as its CPU
+            // is left out of the load (`cpu`).
+            let idle = self
+                .listener_at_idle_priority()
+                .then(|| self.via_listener.requests.load(Ordering::Relaxed));
+            let answered = (self.demand.requests.load(Ordering::Relaxed)
+                + self.prefetch.requests.load(Ordering::Relaxed))
+            .saturating_sub(idle.unwrap_or(0));
             if let Some((rate, _)) = c.served.per_s(now, answered) {
                 c.monitor.set_served(rate);
             }

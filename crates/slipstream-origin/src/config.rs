@@ -61,6 +61,13 @@ pub struct Config {
     /// A Cache-Control value sent with every file, e.g. `max-age=60` (none by default, which
     /// leaves caches to their heuristics).
     pub cache_control: Option<String>,
+    /// CPU time every request costs on top of its own work, in microseconds, spent on the
+    /// thread that serves it (0, the default: none). For experiments only: it makes this
+    /// machine a slower server, as if each request took more instructions, so that a load
+    /// generator on the same machine can saturate it. Unlike a CPU quota it is ordinary work,
+    /// preempted like any other, so a thread at low priority (the prefetch listener at
+    /// `SCHED_IDLE`) stays below demand. At most 100,000 (0.1 s).
+    pub cpu_cost_us: u64,
 }
 
 /// The memory cache section.
@@ -105,6 +112,7 @@ impl Default for Config {
             access_log_format: slipstream_node::access_log::Format::Combined,
             cache_control: None,
             serve_hidden: false,
+            cpu_cost_us: 0,
         }
     }
 }
@@ -151,6 +159,9 @@ pub enum ConfigError {
     },
 }
 
+/// The largest [`Config::cpu_cost_us`]: a tenth of a second a request.
+const MAX_CPU_COST_US: u64 = 100_000;
+
 /// Validated settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -180,6 +191,8 @@ pub struct Settings {
     pub cache_control: Option<http::HeaderValue>,
     /// Whether hidden files are served.
     pub serve_hidden: bool,
+    /// See [`Config::cpu_cost_us`].
+    pub cpu_cost: Duration,
 }
 
 impl Settings {
@@ -241,6 +254,15 @@ impl Config {
                 reason: "must be at least 1024".into(),
             });
         }
+        if self.cpu_cost_us > MAX_CPU_COST_US {
+            return Err(ConfigError::Invalid {
+                field: "cpu_cost_us",
+                reason: format!(
+                    "{} µs is more than the most a request may be made to cost, {MAX_CPU_COST_US} µs",
+                    self.cpu_cost_us
+                ),
+            });
+        }
         if self.max_connections == 0 {
             return Err(ConfigError::Invalid {
                 field: "max_connections",
@@ -268,6 +290,7 @@ impl Config {
             pid_file: self.pid_file.clone(),
             cache_control,
             serve_hidden: self.serve_hidden,
+            cpu_cost: Duration::from_micros(self.cpu_cost_us),
         })
     }
 }

@@ -382,6 +382,7 @@ pub async fn start_with(
     prefetch: Option<slipstream_nps::Settings>,
 ) -> anyhow::Result<(Running, Option<Arc<Cluster>>)> {
     let listen = settings.listen();
+    let cpu_cost = settings.cpu_cost;
     let mut origin = Origin::builder(settings);
     if let Some(log) = log {
         origin = origin.phase(log);
@@ -391,7 +392,7 @@ pub async fn start_with(
         origin = origin.phase(slipstream_nps::demand::Demand::new(p.0.clone()));
     }
     let Some(cluster) = cluster else {
-        let mut node = Node::new(origin.build());
+        let mut node = Node::new(origin.build()).with_cpu_cost(cpu_cost);
         if let Some(p) = &prefetch {
             p.route(&mut node, true);
         }
@@ -419,7 +420,7 @@ pub async fn start_with(
     if let Some(load) = &load {
         origin = origin.phase(load.clone());
     }
-    let mut node = Node::new(origin.build());
+    let mut node = Node::new(origin.build()).with_cpu_cost(cpu_cost);
     let api = Api::new(
         member.clone(),
         cluster.token.clone(),

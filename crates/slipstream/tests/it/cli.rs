@@ -35,6 +35,10 @@ fn bad_configs_get_clear_errors() {
     fails_with(&["serve", d, "--cache-size", "lots"], "not a size");
     fails_with(&["serve"], "no directory to serve");
     fails_with(
+        &["serve", d, "--set", "serve.cpu_cost_us=200000"],
+        "cpu_cost_us",
+    );
+    fails_with(
         &["proxy", "--origin", "ftp://example"],
         "give an http:// or https:// URL",
     );

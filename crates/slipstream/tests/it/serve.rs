@@ -601,6 +601,24 @@ fn hidden_files_are_not_served_unless_asked_for() {
 }
 
 #[test]
+fn a_cpu_cost_makes_every_request_take_at_least_that_long() {
+    let www = site();
+    // 30 ms a request: far above what serving hello.txt takes, so the assertion fails if the
+    // setting is ignored, and a spin on the thread's CPU clock cannot end sooner.
+    let node = serve(www.path(), &["--set", "serve.cpu_cost_us=30000"]);
+    for path in ["/hello.txt", "/_slipstream/status"] {
+        let t = std::time::Instant::now();
+        let r = get(node.addr, path);
+        assert!(r.status == 200 || r.status == 404, "{path}: {}", r.status);
+        assert!(
+            t.elapsed() >= std::time::Duration::from_millis(30),
+            "{path} took {:?}",
+            t.elapsed()
+        );
+    }
+}
+
+#[test]
 fn requests_for_made_up_paths_leave_nothing_in_the_cache() {
     let www = site();
     let node = serve(www.path(), &[]);

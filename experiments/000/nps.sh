@@ -7,13 +7,17 @@
 #
 #   ./experiments/000/nps.sh            # LEVELS, REPS, WARM, RUN, SHARE, THRESHOLDS, BURST_* below
 #
-# The server runs on core 0 with one worker, its CPU capped at SHARE % of that core by a
-# cgroup with a PERIOD_US period (the paper's 450 MHz server was half as fast as its 930 MHz
-# clients; uncapped, our server outruns the load generator on the other core and nothing would
-# ever be loaded). CFS stops a capped server for the rest of a period once it has used its share,
-# so the period is as short as the kernel's 1 ms minimum quota allows. The agents
-# (`slipstream bench --agents`) run on core 1. Needs root for the cgroup; without it the server
-# runs uncapped and the script says so.
+# The server runs on core 0 with one worker. The paper's 450 MHz server was half as fast as its
+# 930 MHz clients; as fast as the load generator on the other core, our server would never be
+# loaded. It is made slower by CPU_COST_US of extra CPU work per request (`serve.cpu_cost_us`,
+# on the thread that serves it), as a slower processor would take longer over each one. That
+# work is preempted like any other, so the prefetch listener's SCHED_IDLE thread still gives
+# way to demand. (Up to 7abb81a the server was capped instead, at SHARE % of its core by a
+# cgroup quota with a PERIOD_US period: CFS then stops it for the rest of a period once it has
+# used its share, whatever the priority of the thread that used it, so prefetching at idle
+# priority spent demand's CPU all the same. SHARE below 100 still does that.) The agents
+# (`slipstream bench --agents`) run on core 1. Needs root for the cgroup (kept uncapped, for
+# its statistics); without it the script says so.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-docs/experiments/000}
@@ -21,9 +25,10 @@ LEVELS=${LEVELS:-"200 400 600 800 1000 1200"}   # " " (a space): none, the burst
 REPS=${REPS:-1}
 WARM=${WARM:-15s}   # the monitor slow-starts from 1 file/s: about 8 s to reach 10,000
 RUN=${RUN:-8s}
-SHARE=${SHARE:-50}
+CPU_COST_US=${CPU_COST_US:-25}     # extra CPU µs per request: a server about half as fast
+SHARE=${SHARE:-100}           # a CPU quota, % of core 0 (100: none; the runs up to 7abb81a: 50)
 PERIOD_US=${PERIOD_US:-2000}  # the CFS period; a capped server pauses at most (100 - SHARE) % of it
-THRESHOLDS=${THRESHOLDS:-"knee 3"}   # "knee": found at start-up; N: N ms; "knee@0.5": at cpu_target 0.5
+THRESHOLDS=${THRESHOLDS-"knee 3"}   # "knee": found at start-up; N: N ms; "knee@0.5": at cpu_target 0.5
 CPU_TARGET=${CPU_TARGET:-}          # the monitor's prefetch.cpu_target (empty: the node's default)
 MONITOR_SET=${MONITOR_SET:-}        # more settings for the Monitor's server, e.g. "prefetch.hold_ms=10"
 SERVE_SET=${SERVE_SET:-}            # more settings for every policy's server, e.g. "serve.revalidate_ms=1000"
@@ -37,10 +42,11 @@ BURSTY=${BURSTY:-1}                # 0: no Fig. 6 runs (a pilot)
 BURST_RATE=${BURST_RATE:-250}      # Fig. 6: the bursty load's mean, documents/s
 BURST_SECONDS=${BURST_SECONDS:-30} # and its length
 DOC_FILES=10
-AGENT_PRIORITY=${AGENT_PRIORITY:-normal} # the load generator's prefetching: "normal" (on the demand
-                                   # clients' threads) or "idle" (a SCHED_IDLE thread of its own,
-                                   # as on the clients' own devices); a threshold "knee+aidle"
-                                   # sets its own
+AGENT_PRIORITY=${AGENT_PRIORITY:-idle} # the load generator's prefetching: "idle" (a SCHED_IDLE
+                                   # thread of its own, as if on the clients' own devices: one
+                                   # client's prefetching does not delay another's document) or
+                                   # "normal" (on the demand clients' threads, the runs up to
+                                   # 7abb81a); a threshold "knee+anormal" sets its own
 ARRIVALS=${ARRIVALS:-constant}     # the agents' arrivals: "constant" (httperf's, the paper's) or
                                    # "poisson" (exponential gaps of the same mean)
 LATENCY_QOS=${LATENCY_QOS:-1}      # 1: hold /dev/cpu_dma_latency at 0 during the runs (below)
@@ -62,8 +68,9 @@ for i in $(seq -w 0 999); do
 done
 
 cg=/sys/fs/cgroup/cpu/slipstream-nps
+quota=$((SHARE * PERIOD_US / 100)); [ "$SHARE" -ge 100 ] && quota=-1
 if mkdir -p "$cg" 2>/dev/null && echo "$PERIOD_US" > "$cg/cpu.cfs_period_us" 2>/dev/null \
-   && echo $((SHARE * PERIOD_US / 100)) > "$cg/cpu.cfs_quota_us" 2>/dev/null; then
+   && echo "$quota" > "$cg/cpu.cfs_quota_us" 2>/dev/null; then
   capped=yes
 else
   capped=no
@@ -173,6 +180,7 @@ one_run() {
   # 800–1,200 documents/s were those closed connections). Lifted to the overall cap here.
   taskset -c 0 "$B" serve "$work/site" --listen 127.0.0.1:0 --workers 1 --prefetch \
     --set serve.max_connections_per_ip=10000 \
+    --set serve.cpu_cost_us="$CPU_COST_US" \
     --set prefetch.doc_files=$DOC_FILES "${server[@]}" "${every[@]}" > "$work/serve.out" 2> "$work/serve.err" 3>&- &
   SP=$!
   [ "$capped" = yes ] && echo "$SP" > "$cg/cgroup.procs"
@@ -271,4 +279,4 @@ if [ "$BURSTY" = 1 ]; then
   "$B" experiment bars --out "$OUT/nps/fig6-response.svg" --title "Fig. 6: bursty load (mean $BURST_RATE documents/s), demand response time" --y-label "ms" $(bars doc_mean_ms 1)
   "$B" experiment bars --out "$OUT/nps/fig6-prefetch.svg" --title "Fig. 6: bursty load (mean $BURST_RATE documents/s), prefetch bandwidth" --y-label "MB/s" $(bars prefetch_kBps 1000)
 fi
-echo "server capped: $capped ($SHARE % of core 0); idle CPUs poll: $qos; results in $csv" >&2
+echo "server in a cgroup: $capped ($SHARE % of core 0), $CPU_COST_US µs extra a request; idle CPUs poll: $qos; results in $csv" >&2

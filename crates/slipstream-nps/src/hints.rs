@@ -119,6 +119,15 @@ impl Endpoint for HintsEndpoint {
             Ok(q) => q,
             Err(r) => return *r,
         };
+        if req
+            .extensions()
+            .get::<crate::demand::ViaPrefetchListener>()
+            .is_some()
+        {
+            self.0
+                .hint_requests_via_listener
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let a = self.0.answer(&q.url, q.prev.as_deref(), q.turn);
         if let Some(hold) = a.hold {
             // The list's paced slot: answered then, so that the client prefetches on the

@@ -103,6 +103,8 @@ pub struct Nps {
     pub shed_prefetches: AtomicU64,
     /// Hint requests answered with a wait while shedding.
     pub shed_hint_requests: AtomicU64,
+    /// Hint requests that came through the prefetch listener (a client's later ones).
+    pub hint_requests_via_listener: AtomicU64,
     /// The prefetch listener, once bound, and the base URL hint lists send clients to.
     listener: parking_lot::RwLock<Option<(listener::Applied, String)>>,
 }
@@ -202,6 +204,7 @@ impl Nps {
             shedding: AtomicBool::new(false),
             shed_prefetches: AtomicU64::new(0),
             shed_hint_requests: AtomicU64::new(0),
+            hint_requests_via_listener: AtomicU64::new(0),
             listener: parking_lot::RwLock::new(None),
         }
     }
@@ -440,6 +443,7 @@ impl Nps {
             "shedding": self.shedding(),
             "shed_prefetches": self.shed_prefetches.load(Ordering::Relaxed),
             "shed_hint_requests": self.shed_hint_requests.load(Ordering::Relaxed),
+            "hint_requests_via_listener": self.hint_requests_via_listener.load(Ordering::Relaxed),
             "listener": self.listener.read().as_ref().map(|(a, base)| serde_json::json!({
                 "addr": a.addr.to_string(),
                 "base": base,

@@ -330,6 +330,56 @@ fn the_demo_prefetches() {
 }
 
 #[test]
+fn the_agents_ask_the_prefetch_listener_for_hints_after_their_first_request() {
+    let site = pages();
+    let node = crate::support::serve(
+        site.path(),
+        &[
+            "--prefetch",
+            "--set",
+            "prefetch.budget=unlimited",
+            "--set",
+            "prefetch.listen=127.0.0.1:0",
+        ],
+    );
+    let urls = site.path().join("urls.txt");
+    std::fs::write(&urls, "/a.html\n/b.html\n/c.html\n").expect("write");
+    // Two hint lists after every document, whatever the answers (No-Avoidance): the first
+    // request goes to the demand port and names the listener, the second goes there.
+    let out = crate::support::bin()
+        .args([
+            "bench",
+            &format!("http://{}", node.addr),
+            "--urls",
+            urls.to_str().unwrap(),
+            "--rate",
+            "20",
+            "--agents",
+            "2",
+            "--doc-files",
+            "1",
+            "--visit",
+            "1s",
+            "--duration",
+            "1s",
+            "-q",
+        ])
+        .output()
+        .expect("run bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = status(node.addr);
+    let via = s["hint_requests_via_listener"].as_u64().unwrap();
+    // 20 documents, each one hint request on each side (a client whose visit ended early
+    // asks fewer).
+    assert!(via >= 10, "{s}");
+    assert!(via <= 20, "no first request through the listener: {s}");
+}
+
+#[test]
 fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     let site = pages();
     let (node, _) = grown_budget(site.path(), &["--set", "prefetch.doc_files=2"]);

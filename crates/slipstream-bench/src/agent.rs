@@ -12,7 +12,8 @@
 //!
 //! Prefetches carry `Purpose: prefetch` (as the browser agent's do), go to the prefetch base (the prefetch listener,
 //! or the demand server itself), at most six at once as a browser does per host, and skip what
-//! the client's cache already holds.
+//! the client's cache already holds. A client's first hint request goes to the demand server,
+//! its later ones to the prefetch listener the answers name, as the browser agent's do.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -764,8 +765,8 @@ async fn prefetch(shared: &Shared, sink: &Sink, files: &[String], arrived: Insta
     let mut cache: HashSet<String> = files.iter().cloned().collect();
     let mut turn = 0usize;
     // The first hint request goes to the demand server; the ones after it (a retry, the next
-    // turn) go where the answer sends prefetches, as the browser agent does: through the
-    // prefetch listener they are served at its low priority, not on demand's thread.
+    // turn) go to the prefetch listener the answer names, as the browser agent's do: there
+    // they are served at its low priority, not on demand's thread.
     let mut hint_base = base.clone();
     while turn < turns && Instant::now() < leave {
         sink.counts.hint_requests.fetch_add(1, Ordering::Relaxed);
@@ -779,15 +780,15 @@ async fn prefetch(shared: &Shared, sink: &Sink, files: &[String], arrived: Insta
         let Ok(answer) = serde_json::from_slice::<serde_json::Value>(&body) else {
             return;
         };
-        // The prefetch listener the hint server names, as the browser agent follows it.
-        let prefetch_base = fixed_base.clone().unwrap_or_else(|| {
-            answer["prefetch_base"]
-                .as_str()
-                .and_then(|b| b.parse::<Uri>().ok())
-                .and_then(|b| base_of(&b).ok())
-                .unwrap_or_else(|| base.clone())
-        });
-        hint_base.clone_from(&prefetch_base);
+        // The prefetch listener the hint server names, as the browser agent follows it: the
+        // next hint request goes there, and so do the prefetches unless --prefetch-base fixed
+        // theirs (a fixed base need not be a hint server).
+        hint_base = answer["prefetch_base"]
+            .as_str()
+            .and_then(|b| b.parse::<Uri>().ok())
+            .and_then(|b| base_of(&b).ok())
+            .unwrap_or_else(|| base.clone());
+        let prefetch_base = fixed_base.clone().unwrap_or_else(|| hint_base.clone());
         if let Some(ms) = answer["retry_after_ms"].as_u64() {
             sink.counts.hint_waits.fetch_add(1, Ordering::Relaxed);
             let again = Instant::now() + Duration::from_millis(ms.max(1));

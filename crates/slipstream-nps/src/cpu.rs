@@ -8,11 +8,14 @@
 //! process's CPU use rises in proportion to the load it serves, well before the cliff, so the
 //! monitor also keeps it under a target ([`slipstream_prefetch::monitor::MonitorConfig::load_target`]).
 //!
-//! Work at idle priority is not load: a thread in `SCHED_IDLE` (or at nice 19, where the
-//! kernel refused that), such as the prefetch listener's with `listener_priority = "idle"`,
-//! gives way to every other thread the moment one wants the CPU, so what it uses is CPU that
-//! demand did not want. Counting it would brake the budget (and shed prefetches) exactly when
-//! that listener soaks up the spare capacity it exists for. Its threads are left out of the load.
+//! Threads at idle priority are left out of the load: a thread in `SCHED_IDLE` (or at nice
+//! 19, where the kernel refused that), such as the prefetch listener's with
+//! `listener_priority = "idle"`, is preempted whenever another thread wants its CPU, so what it
+//! uses is CPU that no other thread was waiting for. Counting it would brake the budget (and
+//! shed prefetches) exactly when that listener soaks up the spare capacity it exists for.
+//! That does not make its work free: on a virtual machine whose vCPUs share a physical core,
+//! a busy idle-priority thread still slowed demand (pilots 48 and 49 in
+//! docs/experiments/000-nps.md); this meter does not see that cost, nor do the probes.
 //!
 //! Linux only: CPU time from `/proc/self/task/*/schedstat` (nanoseconds on CPU per thread), the
 //! allowance from `/proc/self/cgroup` and the cgroup files (v1 `cpu.cfs_quota_us` and

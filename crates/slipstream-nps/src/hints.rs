@@ -16,6 +16,7 @@
 //! `GET /_slipstream/prefetch`: the monitor's samples, the budget, and demand and prefetch
 //! traffic, as JSON.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -126,7 +127,7 @@ impl Endpoint for HintsEndpoint {
         {
             self.0
                 .hint_requests_via_listener
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                .fetch_add(1, Ordering::Relaxed);
         }
         let a = self.0.answer(&q.url, q.prev.as_deref(), q.turn);
         if let Some(hold) = a.hold {

@@ -329,6 +329,23 @@ fn the_demo_prefetches() {
     assert!(warm.contains("hint requests"), "{warm}");
 }
 
+/// `slipstream bench` against `addr`: agents arriving at 20 documents/s from `urls`, each
+/// staying 1 s, with `extra` arguments; the run must succeed.
+fn run_agents(addr: SocketAddr, urls: &std::path::Path, extra: &[&str]) {
+    let out = crate::support::bin()
+        .args(["bench", &format!("http://{addr}"), "--urls"])
+        .arg(urls)
+        .args(["--rate", "20", "--visit", "1s", "-q"])
+        .args(extra)
+        .output()
+        .expect("run bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn the_agents_ask_the_prefetch_listener_for_hints_after_their_first_request() {
     let site = pages();
@@ -346,30 +363,10 @@ fn the_agents_ask_the_prefetch_listener_for_hints_after_their_first_request() {
     std::fs::write(&urls, "/a.html\n/b.html\n/c.html\n").expect("write");
     // Two hint lists after every document, whatever the answers (No-Avoidance): the first
     // request goes to the demand port and names the listener, the second goes there.
-    let out = crate::support::bin()
-        .args([
-            "bench",
-            &format!("http://{}", node.addr),
-            "--urls",
-            urls.to_str().unwrap(),
-            "--rate",
-            "20",
-            "--agents",
-            "2",
-            "--doc-files",
-            "1",
-            "--visit",
-            "1s",
-            "--duration",
-            "1s",
-            "-q",
-        ])
-        .output()
-        .expect("run bench");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_agents(
+        node.addr,
+        &urls,
+        &["--agents", "2", "--doc-files", "1", "--duration", "1s"],
     );
     let s = status(node.addr);
     let via = s["hint_requests_via_listener"].as_u64().unwrap();
@@ -390,34 +387,21 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     // clients' threads (the default): both prefetch.
     let mut prefetched = 0;
     for priority in ["idle", "normal"] {
-        let out = crate::support::bin()
-            .args([
-                "bench",
-                &format!("http://{}", node.addr),
-                "--urls",
-                urls.to_str().unwrap(),
-                "--rate",
-                "20",
+        run_agents(
+            node.addr,
+            &urls,
+            &[
                 "--agents",
                 "hinted",
                 "--doc-files",
                 "2",
-                "--visit",
-                "1s",
                 "--duration",
                 "2s",
                 "--json",
                 json.to_str().unwrap(),
-                "-q",
                 "--prefetch-priority",
                 priority,
-            ])
-            .output()
-            .expect("run bench");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            ],
         );
         let s = status(node.addr);
         let now = s["prefetch"]["requests"].as_u64().unwrap();

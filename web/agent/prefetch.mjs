@@ -53,15 +53,23 @@ export function readHints(json, origin) {
   if (Array.isArray(json.hints)) {
     out.hints = json.hints.filter((h) => typeof h === 'string' && h.startsWith('/') && !h.startsWith('//'));
   }
-  if (typeof json.prefetch_base === 'string') {
-    try {
-      const u = new URL(json.prefetch_base);
-      if (u.protocol === 'http:' || u.protocol === 'https:') out.base = u.origin;
-    } catch {
-      // A base that is not a URL: prefetch from the page's origin.
-    }
-  }
+  // A base that is not an http(s) URL: prefetch from the page's origin.
+  out.base = baseOrigin(json.prefetch_base) ?? origin;
   if (Number.isInteger(json.next_turn) && json.next_turn >= 0) out.nextTurn = json.next_turn;
   if (Number.isInteger(json.retry_after_ms) && json.retry_after_ms >= 0) out.waitMs = json.retry_after_ms;
   return out;
+}
+
+/**
+ * The origin of an http(s) base URL (the hint server's `prefetch_base`, the prefetch listener a
+ * page names in its munged script's `data-prefetch-base`), or null for anything else.
+ */
+export function baseOrigin(value) {
+  if (typeof value !== 'string') return null;
+  try {
+    const u = new URL(value);
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : null;
+  } catch {
+    return null;
+  }
 }

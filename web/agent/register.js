@@ -14,6 +14,9 @@
   'use strict';
   if (!('serviceWorker' in navigator)) return;
   var script = document.currentScript;
+  // The node's prefetch listener, as the munger names it (data-prefetch-base): the worker's
+  // first hint request for this page goes there, not to the demand server.
+  var prefetchBase = (script && script.getAttribute('data-prefetch-base')) || null;
   var swUrl = new URL('../sw.js', (script && script.src) || location.href).href;
   // Whether a worker answered this page's navigation: Navigation Timing's workerStart is 0
   // unless a service worker handled the request, and the page is controlled from its start.
@@ -70,6 +73,7 @@
           url: location.pathname + location.search,
           prev: previousPage(),
           demandBytes: pageBytes(),
+          base: prefetchBase,
         });
       }).then(resolve, function () {
         resolve(null);

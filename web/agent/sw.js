@@ -7,7 +7,7 @@
 // URL, sends the due probes, keeps the state in IndexedDB and answers the latency-table page.
 
 import { Agent, blockText, expandBlock, logicalKey, parseBlock } from './agent/agent.mjs';
-import { byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints } from './agent/prefetch.mjs';
+import { baseOrigin, byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints } from './agent/prefetch.mjs';
 
 const DB_NAME = 'slipstream-agent';
 const DB_STORE = 'state';
@@ -500,8 +500,12 @@ const prefetchIndex = caches
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** Prefetches for the page at `pagePath` (its previous page `prevPath`), which was `demandBytes` long. */
-async function prefetchFor(pagePath, prevPath, demandBytes) {
+/**
+ * Prefetches for the page at `pagePath` (its previous page `prevPath`), which was `demandBytes`
+ * long; `namedBase` is the prefetch listener the page named (its munged script's
+ * `data-prefetch-base`), or null.
+ */
+async function prefetchFor(pagePath, prevPath, demandBytes, namedBase) {
   const gate = mayPrefetch(self.navigator?.connection);
   if (!gate.ok) {
     prefetchStats.skipped = gate.why;
@@ -515,10 +519,11 @@ async function prefetchFor(pagePath, prevPath, demandBytes) {
     let allowance = byteAllowance(demandBytes);
     let turn = 0;
     let waits = 0;
-    // The first hint request goes to the page's origin; the ones after it (a retry, the next
-    // turn) go where the answer sends prefetches: through the prefetch listener they are
-    // served at its low priority, not on demand's thread.
-    let hintBase = self.location.origin;
+    // The first hint request goes to the prefetch listener the page named, else to the page's
+    // origin; the ones after it (a retry, the next turn) go where the answer sends
+    // prefetches: through the prefetch listener they are served at its low priority, not on
+    // demand's thread.
+    let hintBase = baseOrigin(namedBase) ?? self.location.origin;
     while (turn !== null && turn < PREFETCH_DEFAULTS.max_turns && allowance > 0) {
       const q = new URLSearchParams({ url: pagePath, turn: String(turn) });
       if (prevPath) q.set('prev', prevPath);
@@ -666,7 +671,7 @@ self.addEventListener('message', (event) => {
   if (data.type === 'slipstream-prefetch' && typeof data.url === 'string' && data.url.startsWith('/')) {
     const prev = typeof data.prev === 'string' && data.prev.startsWith('/') ? data.prev : null;
     event.waitUntil(
-      prefetchFor(data.url, prev, Number(data.demandBytes)).then(() =>
+      prefetchFor(data.url, prev, Number(data.demandBytes), data.base ?? null).then(() =>
         reply({ type: 'slipstream-prefetched', prefetch: { ...prefetchStats, entries: prefetchedAt.size } }),
       ),
     );

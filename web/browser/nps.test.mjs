@@ -2,8 +2,9 @@
 // `slipstream serve --prefetch` nodes on loopback.
 //
 //  1. Two connections, budget unlimited: a page's hinted link is prefetched by the Service
-//     Worker through the node's prefetch listener into Cache Storage; the click on it is then
-//     answered from there, and no request for it reaches the demand server.
+//     Worker through the node's prefetch listener into Cache Storage (its hint requests go
+//     there too: the munged page names the listener); the click on it is then answered from
+//     there, and no request for it reaches the demand server.
 //  2. A saturated server (every monitor probe fails, so the budget is nothing): the worker is
 //     told to wait and issues no prefetch; a browser's own Speculation Rules prefetch is
 //     refused with 503, and the click still loads the page normally.
@@ -96,6 +97,9 @@ test('NPS agent: hinted pages prefetched through the prefetch listener are serve
   const afterPrefetch = await node.status();
   assert.ok(afterPrefetch.via_listener.requests >= 1, `prefetches went to the listener: ${JSON.stringify(afterPrefetch.via_listener)}`);
   assert.equal(afterPrefetch.via_listener.requests, afterPrefetch.prefetch.requests, 'every prefetch through the listener');
+  // The munged page named the listener, so even the worker's first hint request went there.
+  assert.ok(afterPrefetch.hint_requests_via_listener >= 1, `hint requests through the listener: ${JSON.stringify(afterPrefetch)}`);
+  assert.equal(afterPrefetch.hint_requests_via_listener, counts.prefetch.asked, 'every hint request the worker made went through the listener');
 
   // The click on the hinted link: answered by the worker from Cache Storage.
   const demandBefore = afterPrefetch.demand.requests;

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints } from '../agent/prefetch.mjs';
+import { baseOrigin, byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints } from '../agent/prefetch.mjs';
 
 test('Save-Data and 2G connections do not prefetch; others and unknown ones do', () => {
   assert.equal(mayPrefetch(undefined).ok, true);
@@ -44,4 +44,13 @@ test('hint answers are read defensively', () => {
   });
   assert.deepEqual(readHints('nonsense', o), { hints: [], base: o, nextTurn: null, waitMs: null });
   assert.deepEqual(readHints({ prefetch_base: 'javascript:alert(1)' }, o).base, o);
+});
+
+test('a prefetch base is an http(s) origin or nothing', () => {
+  assert.equal(baseOrigin('http://127.0.0.1:8081'), 'http://127.0.0.1:8081');
+  assert.equal(baseOrigin('https://pf.example/some/path?q'), 'https://pf.example');
+  assert.equal(baseOrigin('javascript:alert(1)'), null);
+  assert.equal(baseOrigin('not a url'), null);
+  assert.equal(baseOrigin(null), null);
+  assert.equal(baseOrigin(undefined), null);
 });

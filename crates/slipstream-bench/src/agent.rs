@@ -12,8 +12,9 @@
 //!
 //! Prefetches carry `Purpose: prefetch` (as the browser agent's do), go to the prefetch base (the prefetch listener,
 //! or the demand server itself), at most six at once as a browser does per host, and skip what
-//! the client's cache already holds. A client's first hint request goes to the demand server,
-//! its later ones to the prefetch listener the answers name, as the browser agent's do.
+//! the client's cache already holds. A client's first hint request goes where its page named
+//! (`Slipstream-Prefetch-Base`, the prefetch listener), else to the demand server; its later
+//! ones to the prefetch listener the answers name, as the browser agent's do.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -412,17 +413,19 @@ pub async fn run_agents(
         };
         let shared = shared.clone();
         tasks.spawn(async move {
-            if visit(&shared, shared.sink(measured), &doc, at, n, bucket).await {
+            if let Some(hints_at) = visit(&shared, shared.sink(measured), &doc, at, n, bucket).await
+            {
                 match shared.prefetcher.as_ref().map(|(_, rt)| rt.clone()) {
                     Some(rt) => {
                         let shared = shared.clone();
                         let _ = rt
                             .spawn(async move {
-                                prefetch(&shared, shared.sink(measured), &doc, at, n).await
+                                let sink = shared.sink(measured);
+                                prefetch(&shared, sink, &doc, at, n, hints_at).await
                             })
                             .await;
                     }
-                    None => prefetch(&shared, shared.sink(measured), &doc, at, n).await,
+                    None => prefetch(&shared, shared.sink(measured), &doc, at, n, hints_at).await,
                 }
             }
             drop(permit);
@@ -655,14 +658,27 @@ impl Schedule {
     }
 }
 
-/// GETs `url`, reading the whole body; (status, body) or the error kind.
+/// A response as the agent reads it.
+struct Fetched {
+    status: http::StatusCode,
+    /// The base URL of the hint server named by [`PREFETCH_BASE_HEADER`], if any.
+    prefetch_base: Option<String>,
+    body: Bytes,
+}
+
+/// The response header by which a page names where its hint requests go (the node's prefetch
+/// listener), as `slipstream serve` sends it (`slipstream_nps::PREFETCH_BASE_HEADER`; this
+/// crate does not depend on that one).
+pub const PREFETCH_BASE_HEADER: &str = "slipstream-prefetch-base";
+
+/// GETs `url`, reading the whole body; the response or the error kind.
 async fn fetch(
     shared: &Shared,
     http: &HttpClient,
     url: &str,
     client: &str,
     prefetch: bool,
-) -> Result<(http::StatusCode, Bytes), ErrorKind> {
+) -> Result<Fetched, ErrorKind> {
     let mut req = http::Request::get(url).header(http::header::USER_AGENT, client);
     if prefetch {
         // As the browser agent marks its prefetches (a worker cannot send `Sec-Purpose`).
@@ -680,13 +696,22 @@ async fn fetch(
             }
         })?;
         let status = res.status();
+        let prefetch_base = res
+            .headers()
+            .get(PREFETCH_BASE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let body = res
             .into_body()
             .collect()
             .await
             .map_err(|_| ErrorKind::Io)?
             .to_bytes();
-        Ok((status, body))
+        Ok(Fetched {
+            status,
+            prefetch_base,
+            body,
+        })
     };
     tokio::time::timeout(shared.plan.timeout, exchange)
         .await
@@ -694,7 +719,9 @@ async fn fetch(
 }
 
 /// One client (the `n`-th, arrived in timeline bucket `bucket`): its document (`files[0]` is
-/// the page); whether it goes on to prefetch (the document loaded and the plan prefetches).
+/// the page). When it goes on to prefetch (the document loaded and the plan prefetches), the
+/// base its first hint request goes to: the one the page names ([`PREFETCH_BASE_HEADER`]),
+/// else the demand server.
 /// Each client has a user agent of its own, so the server tells them apart as it does
 /// browsers.
 async fn visit(
@@ -704,14 +731,14 @@ async fn visit(
     arrived: Instant,
     n: u32,
     bucket: usize,
-) -> bool {
+) -> Option<String> {
     let lag = arrived.elapsed();
     let plan = &shared.plan;
     let client = format!("slipstream-agent/{n}");
     let client = client.as_str();
     let base = base_of(&plan.base).unwrap_or_default();
     // Six at a time, as a browser fetches a page's objects from one host.
-    let mut results: Vec<Result<(http::StatusCode, Bytes), ErrorKind>> = Vec::new();
+    let mut results: Vec<Result<Fetched, ErrorKind>> = Vec::new();
     for chunk in files.chunks(6) {
         let urls: Vec<String> = chunk.iter().map(|f| format!("{base}{f}")).collect();
         results.extend(
@@ -724,27 +751,44 @@ async fn visit(
     }
     let bytes: u64 = results
         .iter()
-        .map(|r| r.as_ref().map_or(0, |(_, b)| b.len() as u64))
+        .map(|r| r.as_ref().map_or(0, |f| f.body.len() as u64))
         .sum();
     let failed = results.iter().find_map(|r| match r {
-        Ok((status, _)) if status.is_success() || status.is_redirection() => None,
-        Ok((status, _)) => Some(ErrorKind::Status(status.as_u16())),
+        Ok(f) if f.status.is_success() || f.status.is_redirection() => None,
+        Ok(f) => Some(ErrorKind::Status(f.status.as_u16())),
         Err(kind) => Some(*kind),
     });
     if let Some(kind) = failed {
         sink.demand.error(kind, bytes);
         sink.on_timeline(bucket, None, lag);
-        return false;
+        return None;
     }
     let took = arrived.elapsed();
     sink.demand.success(took, bytes);
     sink.on_timeline(bucket, Some(took), lag);
-    plan.prefetching != Prefetching::Off
+    if plan.prefetching == Prefetching::Off {
+        return None;
+    }
+    let named = results
+        .first()
+        .and_then(|r| r.as_ref().ok())
+        .and_then(|f| f.prefetch_base.as_ref())
+        .and_then(|b| b.parse::<Uri>().ok())
+        .and_then(|b| base_of(&b).ok());
+    Some(named.unwrap_or(base))
 }
 
 /// The `n`-th client's prefetching after its document `files` (arrived at `arrived`), as the
-/// agent does after a page has loaded, until its visit ends.
-async fn prefetch(shared: &Shared, sink: &Sink, files: &[String], arrived: Instant, n: u32) {
+/// agent does after a page has loaded, until its visit ends; its first hint request to
+/// `hints_at`.
+async fn prefetch(
+    shared: &Shared,
+    sink: &Sink,
+    files: &[String],
+    arrived: Instant,
+    n: u32,
+    hints_at: String,
+) {
     let plan = &shared.plan;
     let client = format!("slipstream-agent/{n}");
     let client = client.as_str();
@@ -764,14 +808,16 @@ async fn prefetch(shared: &Shared, sink: &Sink, files: &[String], arrived: Insta
     let query: String = form_urlencoded::byte_serialize(doc.as_bytes()).collect();
     let mut cache: HashSet<String> = files.iter().cloned().collect();
     let mut turn = 0usize;
-    // The first hint request goes to the demand server; the ones after it (a retry, the next
-    // turn) go to the prefetch listener the answer names, as the browser agent's do: there
-    // they are served at its low priority, not on demand's thread.
-    let mut hint_base = base.clone();
+    // The first hint request goes where the page said (its prefetch listener), else to the
+    // demand server; the ones after it (a retry, the next turn) go to the prefetch listener
+    // the answer names, as the browser agent's do: there they are served at its low priority,
+    // not on demand's thread.
+    let mut hint_base = hints_at;
     while turn < turns && Instant::now() < leave {
         sink.counts.hint_requests.fetch_add(1, Ordering::Relaxed);
         let url = format!("{hint_base}/_slipstream/hints?url={query}&turn={turn}");
-        let Ok((status, body)) = fetch(shared, http, &url, client, false).await else {
+        let Ok(Fetched { status, body, .. }) = fetch(shared, http, &url, client, false).await
+        else {
             return;
         };
         if !status.is_success() {
@@ -828,13 +874,13 @@ async fn prefetch(shared: &Shared, sink: &Sink, files: &[String], arrived: Insta
                         return;
                     }
                     match fetch(shared, http, &url, client, true).await {
-                        Ok((status, body)) if status.is_success() => {
+                        Ok(f) if f.status.is_success() => {
                             sink.counts.prefetches.fetch_add(1, Ordering::Relaxed);
                             sink.counts
                                 .prefetch_bytes
-                                .fetch_add(body.len() as u64, Ordering::Relaxed);
+                                .fetch_add(f.body.len() as u64, Ordering::Relaxed);
                         }
-                        Ok((http::StatusCode::SERVICE_UNAVAILABLE, _)) => {
+                        Ok(f) if f.status == http::StatusCode::SERVICE_UNAVAILABLE => {
                             refused.store(true, Ordering::Relaxed);
                             sink.counts.prefetch_refused.fetch_add(1, Ordering::Relaxed);
                         }

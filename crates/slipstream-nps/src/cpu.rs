@@ -8,14 +8,15 @@
 //! process's CPU use rises in proportion to the load it serves, well before the cliff, so the
 //! monitor also keeps it under a target ([`slipstream_prefetch::monitor::MonitorConfig::load_target`]).
 //!
-//! Threads at idle priority are left out of the load: a thread in `SCHED_IDLE` (or at nice
-//! 19, where the kernel refused that), such as the prefetch listener's with
-//! `listener_priority = "idle"`, is preempted whenever another thread wants its CPU, so what it
-//! uses is CPU that no other thread was waiting for. Counting it would brake the budget (and
-//! shed prefetches) exactly when that listener soaks up the spare capacity it exists for.
-//! That does not make its work free: on a virtual machine whose vCPUs share a physical core,
-//! a busy idle-priority thread still slowed demand (pilots 48 and 49 in
-//! docs/experiments/000-nps.md); this meter does not see that cost, nor do the probes.
+//! Threads at idle priority count by default (`cpu_count_idle`). A thread in `SCHED_IDLE`
+//! (or at nice 19, where the kernel refused that), such as the prefetch listener's with
+//! `listener_priority = "idle"`, is preempted whenever another thread wants its CPU, so it
+//! might seem to use only CPU no other thread was waiting for. That does not make its work
+//! free: the kernel's network work for the data it sends runs outside its priority, and on a
+//! virtual machine whose vCPUs share a physical core a busy idle-priority thread still slowed
+//! demand (pilots 48–52 in docs/experiments/000-nps.md); the probes do not see that cost.
+//! Counted, its work is bounded by the target like demand's; a meter made to leave such threads
+//! out (`CpuMeter::new(false)`) lets the probes alone bound it.
 //!
 //! Linux only: CPU time from `/proc/self/task/*/schedstat` (nanoseconds on CPU per thread), the
 //! allowance from `/proc/self/cgroup` and the cgroup files (v1 `cpu.cfs_quota_us` and
@@ -33,6 +34,8 @@ const ALLOWANCE_EVERY: Duration = Duration::from_secs(1);
 /// Measures the process's CPU load between calls to [`CpuMeter::sample`].
 #[derive(Debug)]
 pub struct CpuMeter {
+    /// Count threads at idle priority.
+    count_idle: bool,
     /// CPU nanoseconds per thread at the last sample.
     threads: HashMap<u32, u64>,
     at: Instant,
@@ -41,11 +44,13 @@ pub struct CpuMeter {
 }
 
 impl CpuMeter {
-    /// A meter starting now, or `None` where the process's CPU time cannot be read.
-    pub fn new() -> Option<CpuMeter> {
-        let threads = thread_times()?;
+    /// A meter starting now, or `None` where the process's CPU time cannot be read. With
+    /// `count_idle`, threads at idle priority count too.
+    pub fn new(count_idle: bool) -> Option<CpuMeter> {
+        let threads = thread_times(count_idle)?;
         let now = Instant::now();
         Some(CpuMeter {
+            count_idle,
             threads,
             at: now,
             allowance: allowance(),
@@ -68,7 +73,7 @@ impl CpuMeter {
             self.allowance = allowance();
             self.allowance_at = now;
         }
-        let threads = thread_times()?;
+        let threads = thread_times(self.count_idle)?;
         let used: u64 = threads
             .iter()
             .map(|(tid, ns)| ns.saturating_sub(self.threads.get(tid).copied().unwrap_or(0)))
@@ -80,17 +85,18 @@ impl CpuMeter {
     }
 }
 
-/// Each thread's CPU time, in nanoseconds.
-fn thread_times() -> Option<HashMap<u32, u64>> {
+/// Each thread's CPU time, in nanoseconds; threads at idle priority only with `count_idle`.
+fn thread_times(count_idle: bool) -> Option<HashMap<u32, u64>> {
     let mut times = HashMap::new();
     for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
         let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
             continue;
         };
         // A thread may end between the listing and the read.
-        let lowered = std::fs::read_to_string(entry.path().join("stat"))
-            .ok()
-            .is_some_and(|s| at_idle_priority(&s));
+        let lowered = !count_idle
+            && std::fs::read_to_string(entry.path().join("stat"))
+                .ok()
+                .is_some_and(|s| at_idle_priority(&s));
         if lowered {
             continue;
         }
@@ -254,7 +260,7 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_thread_at_idle_priority_is_not_load() {
+    fn a_thread_at_idle_priority_is_load_only_when_counted() {
         use std::sync::mpsc;
         let (lowered_tx, lowered_rx) = mpsc::channel();
         let (sampled_tx, sampled_rx) = mpsc::channel::<()>();
@@ -274,7 +280,8 @@ mod tests {
             let _ = sampled_rx.recv();
         });
         let tid = lowered_rx.recv().expect("the spinning thread's id");
-        let meter = CpuMeter::new().expect("/proc/self/task/*/schedstat on Linux");
+        let meter = CpuMeter::new(false).expect("/proc/self/task/*/schedstat on Linux");
+        let counting = CpuMeter::new(true).expect("/proc/self/task/*/schedstat on Linux");
         sampled_tx.send(()).expect("send");
         spinner.join().expect("the spinning thread");
         // Other tests run threads in this process too, so the load itself proves little: the
@@ -282,12 +289,20 @@ mod tests {
         let me = rustix::thread::gettid().as_raw_nonzero().get() as u32;
         assert!(!meter.threads.contains_key(&tid), "{tid} counted");
         assert!(meter.threads.contains_key(&me), "{me} not counted");
+        assert!(
+            counting.threads.contains_key(&tid),
+            "{tid} not counted with count_idle"
+        );
+        assert!(
+            counting.threads.contains_key(&me),
+            "{me} not counted with count_idle"
+        );
     }
 
     #[cfg(target_os = "linux")]
     #[test]
     fn a_busy_thread_shows_as_load() {
-        let mut meter = CpuMeter::new().expect("/proc/self/task/*/schedstat on Linux");
+        let mut meter = CpuMeter::new(false).expect("/proc/self/task/*/schedstat on Linux");
         let start = Instant::now();
         let mut x = 0u64;
         while start.elapsed() < Duration::from_millis(200) {

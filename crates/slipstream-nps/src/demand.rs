@@ -51,9 +51,42 @@ struct Seen {
 
 /// The munger (000 §5, §6.1: "augments each HTML document" so that it prefetches): adds the
 /// agent's registration script to the head of a page, which hands the page to the Service
-/// Worker, which asks for hints once the page has loaded and the browser is idle.
+/// Worker, which asks for hints once the page has loaded and the browser is idle. With a
+/// prefetch listener the script names it (`data-prefetch-base`), so that the worker's first
+/// hint request goes there as well as its later ones.
 #[derive(Debug)]
-struct Munger;
+struct Munger {
+    /// The script element added to the head.
+    script: String,
+}
+
+impl Munger {
+    fn new(prefetch_base: Option<&str>) -> Munger {
+        let base = prefetch_base
+            .map(|b| format!(r#" data-prefetch-base="{}""#, attribute_escaped(b)))
+            .unwrap_or_default();
+        Munger {
+            script: format!(
+                r#"<script src="/_slipstream/agent/register.js"{base} defer></script>"#
+            ),
+        }
+    }
+}
+
+/// `s` escaped for a double-quoted HTML attribute value.
+fn attribute_escaped(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
 
 impl slipstream_node::html::HtmlHandler for Munger {
     fn selector(&self) -> &str {
@@ -64,10 +97,7 @@ impl slipstream_node::html::HtmlHandler for Munger {
         &self,
         el: &mut slipstream_node::html::Element<'_, '_>,
     ) -> slipstream_node::html::HandlerResult {
-        el.prepend(
-            r#"<script src="/_slipstream/agent/register.js" defer></script>"#,
-            slipstream_node::html::ContentType::Html,
-        );
+        el.prepend(&self.script, slipstream_node::html::ContentType::Html);
         Ok(())
     }
 }
@@ -202,11 +232,23 @@ impl Phase for Demand {
         }
         let Some(Seen {
             learn: Some((_, url)),
+            via_listener,
             ..
         }) = ctx.extensions.get::<Seen>()
         else {
             return;
         };
+        // A page names the prefetch listener, so that the agent's first hint request after it
+        // goes there too, at the listener's priority, not on demand's port.
+        if !via_listener && slipstream_node::html::is_page(res) {
+            if let Some(v) = self
+                .nps
+                .prefetch_base()
+                .and_then(|b| http::HeaderValue::from_str(&b).ok())
+            {
+                res.headers.insert(crate::PREFETCH_BASE_HEADER, v);
+            }
+        }
         if self.nps.settings().speculation_rules && slipstream_node::html::is_page(res) {
             let q: String = form_urlencoded::byte_serialize(url.as_bytes()).collect();
             if let Ok(v) =
@@ -225,7 +267,8 @@ impl Phase for Demand {
         if !self.munges(ctx, res) {
             return None;
         }
-        let handlers: [Arc<dyn slipstream_node::html::HtmlHandler>; 1] = [Arc::new(Munger)];
+        let munger = Munger::new(self.nps.prefetch_base().as_deref());
+        let handlers: [Arc<dyn slipstream_node::html::HtmlHandler>; 1] = [Arc::new(munger)];
         match slipstream_node::html::Rewriter::new(&handlers) {
             Ok(r) => Some(Box::new(r)),
             Err(e) => {
@@ -281,4 +324,25 @@ pub fn train_from_log(nps: &Nps, path: &std::path::Path) -> Result<(usize, u64),
         m.learn(client, &req.key, !is_embedded(&req.key));
     }
     Ok((trace.requests.len(), trace.malformed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_munged_script_names_the_prefetch_listener_escaped() {
+        assert_eq!(
+            Munger::new(None).script,
+            r#"<script src="/_slipstream/agent/register.js" defer></script>"#
+        );
+        assert_eq!(
+            Munger::new(Some("http://127.0.0.1:8081")).script,
+            r#"<script src="/_slipstream/agent/register.js" data-prefetch-base="http://127.0.0.1:8081" defer></script>"#
+        );
+        assert_eq!(
+            attribute_escaped(r#"http://x/"><script>&"#),
+            "http://x/&quot;&gt;&lt;script&gt;&amp;"
+        );
+    }
 }

@@ -40,6 +40,11 @@ pub const SAMPLES_KEPT: usize = 600;
 /// The request header that marks the monitor's probes: they are neither demand nor prefetch.
 pub const PROBE_HEADER: &str = "slipstream-probe";
 
+/// The response header by which a page names its prefetch listener's base URL, where the
+/// agent sends its hint requests (the first one too) and its prefetches, so that none of them
+/// is served on demand's port.
+pub const PREFETCH_BASE_HEADER: &str = "slipstream-prefetch-base";
+
 /// One monitor sample.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct Sample {
@@ -351,9 +356,8 @@ impl Nps {
             // responses without a body also use the CPU the load counts, so load / requests
             // overstates a file's cost, and the room a growth step sees errs low.
             // Files the prefetch listener served at idle priority are left out, as its CPU
-            // is left out of the load (`cpu`).
-            let idle = self
-                .listener_at_idle_priority()
+            // is left out of the load (`cpu`), unless the load counts it.
+            let idle = (self.listener_at_idle_priority() && !self.settings.cpu_count_idle)
                 .then(|| self.via_listener.requests.load(Ordering::Relaxed));
             let answered = (self.demand.requests.load(Ordering::Relaxed)
                 + self.prefetch.requests.load(Ordering::Relaxed))
@@ -429,6 +433,7 @@ impl Nps {
             "startup_curve": c.curve.iter().map(|(x, us)| serde_json::json!([x, us])).collect::<Vec<_>>(),
             "budget_per_s": c.monitor.budget_per_s(),
             "cpu_target": self.settings.monitor.load_target,
+            "cpu_count_idle": self.settings.cpu_count_idle,
             "slow_start": c.monitor.slow_starting(),
             "p": c.distributor.p(c.monitor.budget_per_s()),
             "lists": totals.lists,

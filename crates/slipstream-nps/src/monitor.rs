@@ -55,7 +55,7 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
     let mut tick = tokio::time::interval(epoch);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     // The node's CPU load over each epoch, beside the probes (`cpu_target`).
-    let mut meter = crate::cpu::CpuMeter::new();
+    let mut meter = crate::cpu::CpuMeter::new(nps.settings().cpu_count_idle);
     if meter.is_none() && nps.settings().monitor.load_target > 0.0 {
         tracing::warn!("prefetch monitor: the process's CPU time cannot be read here; cpu_target is ignored, the probes alone set the budget");
     }

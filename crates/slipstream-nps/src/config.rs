@@ -99,11 +99,11 @@ pub struct Config {
     /// (the paper's monitor).
     pub cpu_target: f64,
     /// Count threads at idle priority (the prefetch listener's with `listener_priority =
-    /// "idle"`) in the load `cpu_target` bounds. Idle priority yields the CPU, not everything:
-    /// the kernel's network work for the data such a thread sends, and what a virtual machine's
-    /// cores share, still cost demand (docs/experiments/000-nps.md, pilots 48–52). Left out
-    /// (`false`), nothing but the probes bounds the idle listener's budget, and on our test
-    /// machine they did not: it grew to 30,000–40,000 files a second at +14 % to +56 %.
+    /// "idle"`) in the load `cpu_target` bounds. Idle priority yields the CPU, but on our test
+    /// machine idle-priority work still slowed demand (docs/experiments/000-nps.md, pilots 48,
+    /// 49 and 56; why is not measured). Left out (`false`), nothing but the probes bounds the
+    /// idle listener's budget, and on that machine they did not: in the 2544a51 run it grew to
+    /// 30,000–40,000 files a second, at +8 % to +70 % on demand.
     pub cpu_count_idle: bool,
     /// PPM order n (000 §6.3: 2).
     pub order: usize,

@@ -12,9 +12,10 @@
 //! (or at nice 19, where the kernel refused that), such as the prefetch listener's with
 //! `listener_priority = "idle"`, is preempted whenever another thread wants its CPU, so it
 //! might seem to use only CPU no other thread was waiting for. That does not make its work
-//! free: the kernel's network work for the data it sends runs outside its priority, and on a
-//! virtual machine whose vCPUs share a physical core a busy idle-priority thread still slowed
-//! demand (pilots 48–52 in docs/experiments/000-nps.md); the probes do not see that cost.
+//! free: on our test machine a busy idle-priority thread still slowed demand (pilots 48, 49
+//! and 56 in docs/experiments/000-nps.md; the likely causes, the kernel's network work for
+//! the data it sends and vCPUs sharing a physical core, are not measured), and the probes do
+//! not see that cost.
 //! Counted, its work is bounded by the target like demand's; a meter made to leave such threads
 //! out (`CpuMeter::new(false)`) lets the probes alone bound it.
 //!

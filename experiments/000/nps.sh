@@ -47,14 +47,18 @@ AGENT_PRIORITY=${AGENT_PRIORITY:-idle} # the load generator's prefetching: "idle
                                    # client's prefetching does not delay another's document) or
                                    # "normal" (on the demand clients' threads, the runs up to
                                    # 7abb81a); a threshold "knee+anormal" sets its own
+AGENT_PREFETCH_CPU=${AGENT_PREFETCH_CPU:-1} # the core of the generator's idle prefetching thread:
+                                   # 1, beside its demand clients (every run up to 0be9bcc), or
+                                   # 0, beside the server (below; pilot 58)
 ARRIVALS=${ARRIVALS:-constant}     # the agents' arrivals: "constant" (httperf's, the paper's) or
                                    # "poisson" (exponential gaps of the same mean)
 LATENCY_QOS=${LATENCY_QOS:-1}      # 1: hold /dev/cpu_dma_latency at 0 during the runs (below)
+CLIENT_BALLAST=${CLIENT_BALLAST:-0} # 1: keep the load generator's core busy at SCHED_IDLE in every run (below)
 
 cargo build --release --locked -p slipstream >&2
 B=$PWD/target/release/slipstream
 work=$(mktemp -d)
-cleanup() { [ -n "${SP:-}" ] && kill "$SP" 2>/dev/null; rm -rf "$work"; }
+cleanup() { [ -n "${SP:-}" ] && kill "$SP" 2>/dev/null; [ -n "${BP:-}" ] && kill "$BP" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
 # The site: 100 documents, each a page and nine embedded images (1,000 files of 8 KB). Clients
@@ -93,12 +97,28 @@ if [ "$LATENCY_QOS" = 1 ] && { exec 3> /dev/cpu_dma_latency; } 2>/dev/null; then
 fi
 [ "$qos" = yes ] || echo "warning: idle CPUs may halt (no /dev/cpu_dma_latency request)" >&2
 
+# The load generator's core, kept busy at SCHED_IDLE in every run, whatever the policy. On this
+# machine a core doing any work, even at idle priority, delays the demand clients on it: a busy
+# loop there cost No-Prefetching +19..33 % (pilot 56; on the server's core, about 5 %, pilot 48).
+# The generator's own prefetching (its SCHED_IDLE thread) is such work, so without ballast part
+# of what a prefetching policy costs demand is the generator's, not the server's: one core of
+# clients stands for thousands of devices, and a real client's prefetching does not make
+# another client's device busy. With ballast the generator's core is never idle in any policy,
+# so the cost its idle prefetching adds is the same in No-Prefetching.
+BP=
+case $CLIENT_BALLAST in
+  1) chrt -i 0 taskset -c 1 sh -c 'while :; do :; done' 3>&- & BP=$! ;;
+  0) ;;
+  *) echo "CLIENT_BALLAST must be 0 or 1, not $CLIENT_BALLAST" >&2; exit 2 ;;
+esac
+
 policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leave some out
 # A threshold may name its own CPU target: "knee@0.5" is the knee Monitor at cpu_target 0.5
 # (policy monitor-knee-cpu0.5); and its own LISTENER: "knee:none" (policy monitor-knee-lnone);
 # "+noshed" turns its shedding off (prefetch.shed = false; policy monitor-knee-noshed), and
 # "+anormal" or "+aidle" last sets its AGENT_PRIORITY (policy monitor-knee-anormal).
 case $ARRIVALS in constant|poisson) ;; *) echo "ARRIVALS must be constant or poisson, not $ARRIVALS" >&2; exit 2 ;; esac
+case $AGENT_PREFETCH_CPU in 0|1) ;; *) echo "AGENT_PREFETCH_CPU must be 0 or 1, not $AGENT_PREFETCH_CPU" >&2; exit 2 ;; esac
 case $AGENT_PRIORITY in idle|normal) ;; *) echo "AGENT_PRIORITY must be idle or normal, not $AGENT_PRIORITY" >&2; exit 2 ;; esac
 for t in $THRESHOLDS; do
   ag=; case $t in *+anormal|*+aidle) ag=-a${t##*+a}; t=${t%+a*} ;; esac
@@ -186,8 +206,10 @@ one_run() {
   [ "$capped" = yes ] && echo "$SP" > "$cg/cgroup.procs"
   for _ in $(seq 100); do grep -q "slipstream serve:" "$work/serve.out" && break; sleep 0.1; done
   base=$(grep 'slipstream serve:' "$work/serve.out" | grep -o 'http://[0-9.:]*' | head -1)
+  local pcpu=()
+  [ "$agent_priority" = idle ] && [ "$agents" != off ] && pcpu=(--prefetch-cpu "$AGENT_PREFETCH_CPU")
   bench() { taskset -c 1 "$B" bench "$base" --urls "$work/urls.txt" --rate "$rate" \
-      --agents "$agents" --prefetch-priority "$agent_priority" --arrivals "$ARRIVALS" --doc-files $DOC_FILES --visit 2s --max-in-flight 4096 --timeout 10s -q "$@" 3>&-; }
+      --agents "$agents" --prefetch-priority "$agent_priority" "${pcpu[@]}" --arrivals "$ARRIVALS" --doc-files $DOC_FILES --visit 2s --max-in-flight 4096 --timeout 10s -q "$@" 3>&-; }
   # A bench process of its own for the warm-up makes the measured run start with a cold
   # connection pool: thousands of new connections at once, a transient no real population
   # makes (the collapses at 1,000 documents/s at 4a1bf00 began there).

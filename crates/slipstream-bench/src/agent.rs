@@ -86,6 +86,12 @@ pub struct AgentPlan {
     pub seed: u64,
     /// The CPU priority of the clients' prefetching (hint requests and prefetches).
     pub prefetch_priority: PrefetchPriority,
+    /// The CPU that [`PrefetchPriority::Idle`]'s thread is pinned to (Linux), instead of the
+    /// process's CPUs; `None` leaves it on them. With the demand clients pinned elsewhere, the
+    /// prefetching then does not make their core busy: on a machine where that delays them
+    /// (pilots 56–58 of `docs/experiments/000-nps.md`), the generator's own prefetching
+    /// would otherwise be counted as the server's interference.
+    pub prefetch_cpu: Option<usize>,
     /// How arrivals are spaced.
     pub arrivals: Arrivals,
 }
@@ -355,9 +361,12 @@ pub async fn run_agents(
     let client: HttpClient = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(plan.max_in_flight.max(1))
         .build(HttpConnector::new());
+    if plan.prefetch_cpu.is_some() && plan.prefetch_priority != PrefetchPriority::Idle {
+        bail!("a prefetching CPU needs the idle prefetching priority (its thread of its own)");
+    }
     let idle = match (plan.prefetching, plan.prefetch_priority) {
         (Prefetching::Off, _) | (_, PrefetchPriority::Normal) => None,
-        (_, PrefetchPriority::Idle) => Some(IdleRuntime::start()?),
+        (_, PrefetchPriority::Idle) => Some(IdleRuntime::start(plan.prefetch_cpu)?),
     };
     // A pool of its own, so that no connection is driven by both runtimes.
     let prefetcher = idle.as_ref().map(|rt| {
@@ -469,15 +478,40 @@ pub async fn run_agents(
 struct IdleRuntime(Option<tokio::runtime::Runtime>);
 
 impl IdleRuntime {
-    fn start() -> anyhow::Result<IdleRuntime> {
+    /// Its thread pinned to `cpu` when given (an error if the kernel refuses it, e.g. a CPU
+    /// this machine does not have).
+    fn start(cpu: Option<usize>) -> anyhow::Result<IdleRuntime> {
+        let pinned: Arc<std::sync::Mutex<Option<std::io::Error>>> = Arc::default();
+        let failed = pinned.clone();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("bench-prefetch")
             .enable_all()
-            .on_thread_start(lower_this_thread)
+            .on_thread_start(move || {
+                lower_this_thread();
+                if let Some(cpu) = cpu {
+                    if let Err(e) = pin_this_thread(cpu) {
+                        *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                    }
+                }
+            })
             .build()
             .context("starting the prefetching's runtime")?;
-        Ok(IdleRuntime(Some(rt)))
+        let rt = IdleRuntime(Some(rt));
+        if let Some(cpu) = cpu {
+            // The worker has started once it has run a task; a blocking wait of a few µs,
+            // once, before any client starts.
+            let (tx, rx) = std::sync::mpsc::channel();
+            rt.handle().spawn(async move {
+                let _ = tx.send(());
+            });
+            rx.recv_timeout(Duration::from_secs(10))
+                .context("the prefetching's thread did not start")?;
+            if let Some(e) = pinned.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                bail!("cannot pin the prefetching's thread to CPU {cpu}: {e}");
+            }
+        }
+        Ok(rt)
     }
 
     fn handle(&self) -> tokio::runtime::Handle {
@@ -521,6 +555,33 @@ fn lower_this_thread() {
                 "the prefetching's thread could not be lowered; it runs at normal priority"
             );
         }
+    }
+}
+
+/// Pins the calling thread to `cpu` (Linux; elsewhere an error).
+fn pin_this_thread(cpu: usize) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        if cpu >= rustix::thread::CpuSet::MAX_CPU {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "CPUs are numbered below {}",
+                    rustix::thread::CpuSet::MAX_CPU
+                ),
+            ));
+        }
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu);
+        rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = cpu;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "pinning a thread is supported on Linux only",
+        ))
     }
 }
 
@@ -930,12 +991,52 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_prefetching_runtime_runs_at_idle_priority() {
-        let rt = IdleRuntime::start().unwrap();
+        let rt = IdleRuntime::start(None).unwrap();
         let (policy, nice) = policy_and_nice_on(&rt);
         assert!(
             policy == 5 || nice == 19,
             "SCHED_IDLE, or nice 19 where that is refused: policy {policy}, nice {nice}"
         );
+    }
+
+    /// The CPUs the calling thread may run on.
+    #[cfg(target_os = "linux")]
+    fn my_cpus() -> Vec<usize> {
+        let set = rustix::thread::sched_getaffinity(None).expect("affinity");
+        (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect()
+    }
+
+    /// The CPUs the thread that runs a task on `rt` may run on.
+    #[cfg(target_os = "linux")]
+    fn cpus_of(rt: &IdleRuntime) -> Vec<usize> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        rt.handle().spawn(async move {
+            let _ = tx.send(my_cpus());
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the task ran")
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_prefetching_thread_is_pinned_where_asked_and_a_missing_cpu_is_refused() {
+        let rt = IdleRuntime::start(Some(0)).unwrap();
+        assert_eq!(cpus_of(&rt), vec![0]);
+        let (policy, nice) = policy_and_nice_on(&rt);
+        assert!(policy == 5 || nice == 19, "still at idle priority");
+        // Unpinned, it keeps the CPUs of the thread that started it.
+        assert_eq!(cpus_of(&IdleRuntime::start(None).unwrap()), my_cpus());
+        // No machine this runs on has CPU 1,000 (the kernel refuses a set of offline CPUs).
+        let err = IdleRuntime::start(Some(1000)).err().expect("refused");
+        assert!(
+            err.to_string()
+                .contains("cannot pin the prefetching's thread to CPU 1000"),
+            "{err}"
+        );
+        let err = IdleRuntime::start(Some(usize::MAX)).err().expect("refused");
+        assert!(err.to_string().contains("CPUs are numbered below"), "{err}");
     }
 
     fn arrivals(s: &Schedule, duration: Duration) -> Vec<Duration> {

@@ -96,6 +96,7 @@ fn run_agents(
         timeout: args.timeout,
         seed: args.seed,
         prefetch_priority: args.prefetch_priority,
+        prefetch_cpu: args.prefetch_cpu,
         arrivals: args.arrivals,
     };
     let quiet = args.quiet;
@@ -201,6 +202,11 @@ pub struct Args {
     /// back the prefetching during a burst, as separate devices would not).
     #[arg(long, value_name = "idle|normal", value_parser = parse_priority, default_value = "normal", requires = "agents")]
     pub prefetch_priority: PrefetchPriority,
+    /// Pin the idle prefetching's thread to this CPU (Linux), e.g. off the core the demand
+    /// clients run on, where its work would delay them on some machines and be counted as
+    /// the server's interference.
+    #[arg(long, value_name = "CPU", requires = "agents")]
+    pub prefetch_cpu: Option<usize>,
     /// How the agents' arrivals are spaced: `constant` (one every 1/--rate seconds, as
     /// httperf) or `poisson` (independent exponential gaps of that mean, seeded by --seed).
     #[arg(long, value_name = "constant|poisson", value_parser = parse_arrivals, default_value = "constant", requires = "agents")]

@@ -184,6 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             prefetching: slipstream_bench::agent::Prefetching::Hinted,
             visit: Duration::from_secs(1),
             prefetch_priority: Default::default(),
+            prefetch_cpu: None,
             arrivals: Default::default(),
             timeout: Duration::from_secs(5),
             seed: 1,

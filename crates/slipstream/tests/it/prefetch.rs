@@ -417,26 +417,27 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     let urls = site.path().join("urls.txt");
     std::fs::write(&urls, "/a.html\n/b.html\n/c.html\n/d.html\n/e.html\n").expect("write");
     let json = site.path().join("run.json");
-    // The agents' prefetching on a thread of its own at idle priority, then on the demand
-    // clients' threads (the default): both prefetch.
+    // The agents' prefetching on a thread of its own at idle priority (on the process's
+    // CPUs, then pinned to CPU 0), then on the demand clients' threads (the default): all
+    // prefetch.
     let mut prefetched = 0;
-    for priority in ["idle", "normal"] {
-        run_agents(
-            node.addr,
-            &urls,
-            &[
-                "--agents",
-                "hinted",
-                "--doc-files",
-                "2",
-                "--duration",
-                "2s",
-                "--json",
-                json.to_str().unwrap(),
-                "--prefetch-priority",
-                priority,
-            ],
-        );
+    for (priority, pinned) in [("idle", None), ("idle", Some("0")), ("normal", None)] {
+        let mut args = vec![
+            "--agents",
+            "hinted",
+            "--doc-files",
+            "2",
+            "--duration",
+            "2s",
+            "--json",
+            json.to_str().unwrap(),
+            "--prefetch-priority",
+            priority,
+        ];
+        if let Some(cpu) = pinned {
+            args.extend(["--prefetch-cpu", cpu]);
+        }
+        run_agents(node.addr, &urls, &args);
         let s = status(node.addr);
         let now = s["prefetch"]["requests"].as_u64().unwrap();
         assert!(now > prefetched, "{priority}: {s}");
@@ -487,6 +488,42 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
             "{t}"
         );
     }
+    // A CPU for the prefetching needs its thread of its own; asked for without it, or for a
+    // CPU the machine does not have, the run is refused with the reason and nothing is sent.
+    let before = status(node.addr)["prefetch"]["requests"].as_u64().unwrap();
+    for (priority, cpu, why) in [
+        ("normal", "0", "needs the idle prefetching priority"),
+        (
+            "idle",
+            "1000",
+            "cannot pin the prefetching's thread to CPU 1000",
+        ),
+    ] {
+        let out = crate::support::bin()
+            .args(["bench", &format!("http://{}", node.addr), "--urls"])
+            .arg(&urls)
+            .args([
+                "--rate",
+                "20",
+                "--duration",
+                "1s",
+                "--agents",
+                "hinted",
+                "-q",
+            ])
+            .args(["--prefetch-priority", priority, "--prefetch-cpu", cpu])
+            .output()
+            .expect("run bench");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(why),
+            "{priority} {cpu}: {err}"
+        );
+    }
+    assert_eq!(
+        status(node.addr)["prefetch"]["requests"].as_u64().unwrap(),
+        before
+    );
 }
 
 /// The scheduling policy (`/proc/.../stat` field 41: 0 normal, 5 `SCHED_IDLE`) of each of

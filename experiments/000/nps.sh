@@ -30,6 +30,8 @@ SHARE=${SHARE:-100}           # a CPU quota, % of core 0 (100: none; the runs up
 PERIOD_US=${PERIOD_US:-2000}  # the CFS period; a capped server pauses at most (100 - SHARE) % of it
 THRESHOLDS=${THRESHOLDS-"knee 3"}   # "knee": found at start-up; N: N ms; "knee@0.5": at cpu_target 0.5
 CPU_TARGET=${CPU_TARGET:-}          # the monitor's prefetch.cpu_target (empty: the node's default)
+MONITOR_AGENTS=${MONITOR_AGENTS:-hinted} # "off": the Monitors' clients never ask for hints (the
+                                   # monitor's probes and sampling alone; pilot 59)
 MONITOR_SET=${MONITOR_SET:-}        # more settings for the Monitor's server, e.g. "prefetch.hold_ms=10"
 SERVE_SET=${SERVE_SET:-}            # more settings for every policy's server, e.g. "serve.revalidate_ms=1000"
 LISTENER=${LISTENER:-none}         # the Monitors' prefetches: "none": to the demand port (one
@@ -118,6 +120,7 @@ policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leav
 # "+noshed" turns its shedding off (prefetch.shed = false; policy monitor-knee-noshed), and
 # "+anormal" or "+aidle" last sets its AGENT_PRIORITY (policy monitor-knee-anormal).
 case $ARRIVALS in constant|poisson) ;; *) echo "ARRIVALS must be constant or poisson, not $ARRIVALS" >&2; exit 2 ;; esac
+case $MONITOR_AGENTS in hinted|off) ;; *) echo "MONITOR_AGENTS must be hinted or off, not $MONITOR_AGENTS" >&2; exit 2 ;; esac
 case $AGENT_PREFETCH_CPU in 0|1) ;; *) echo "AGENT_PREFETCH_CPU must be 0 or 1, not $AGENT_PREFETCH_CPU" >&2; exit 2 ;; esac
 case $AGENT_PRIORITY in idle|normal) ;; *) echo "AGENT_PRIORITY must be idle or normal, not $AGENT_PRIORITY" >&2; exit 2 ;; esac
 for t in $THRESHOLDS; do
@@ -191,8 +194,8 @@ one_run() {
   case $mon in
     noprefetch) server=(--set prefetch.budget=unlimited); agents=off ;;
     noavoid-*) server=(--set prefetch.budget=unlimited); agents=${policy#noavoid-} ;;
-    monitor-knee) server=(--set prefetch.probe_path=/f000.html "${target[@]}"); agents=hinted ;;
-    monitor-*) t=${mon#monitor-}; server=(--set prefetch.threshold_ms="$t" --set prefetch.probe_path=/f000.html "${target[@]}"); agents=hinted ;;
+    monitor-knee) server=(--set prefetch.probe_path=/f000.html "${target[@]}"); agents=$MONITOR_AGENTS ;;
+    monitor-*) t=${mon#monitor-}; server=(--set prefetch.threshold_ms="$t" --set prefetch.probe_path=/f000.html "${target[@]}"); agents=$MONITOR_AGENTS ;;
   esac
   # The load generator is one address standing for thousands of clients: the per-address cap
   # on connections (a guard against one client taking every slot, 1,000 by default) would

@@ -171,6 +171,12 @@ fn a_prefetching_nodes_status_page_shows_its_monitor() {
             "prefetch.probe_path=/hello.txt",
             "--set",
             "prefetch.threshold_ms=2s",
+            "--set",
+            "prefetch.listen=127.0.0.1:0",
+            "--set",
+            "prefetch.listener_priority=idle",
+            "--set",
+            "prefetch.cpu_count_idle=false",
         ],
     );
     for _ in 0..5 {
@@ -195,6 +201,18 @@ fn a_prefetching_nodes_status_page_shows_its_monitor() {
     assert!(dom.contains("id=\"c-budget\""), "{dom}");
     assert!(dom.contains("id=\"c-load\""), "{dom}");
     assert!(dom.contains("lists,"), "the budget's summary line:\n{dom}");
+    // The listener's CPU priority as applied (SCHED_IDLE, or nice 19 where refused), and the
+    // load chart says the listener's idle-priority work is not in it.
+    assert!(
+        ["CPU sched idle)", "CPU nice19)", "CPU own thread)"]
+            .iter()
+            .any(|p| dom.contains(p)),
+        "the listener's CPU priority:\n{dom}"
+    );
+    assert!(
+        dom.contains("CPU load (idle-priority threads left out)"),
+        "the load chart's legend:\n{dom}"
+    );
     assert!(
         dom.contains("<div id=\"error\"></div>"),
         "the page reported an error:\n{dom}"

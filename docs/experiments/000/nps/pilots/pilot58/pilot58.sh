@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../../../../.."
 out=${OUT:-/tmp/p58}
 export REPS=1 WARM=10s RUN=10s BURSTY=0 LEVELS="200 400 800" THRESHOLDS="knee:idle knee@0.5:idle"
-for round in 1 2; do
+for round in ${ROUNDS:-1 2}; do
   for c in 0 1; do
     mkdir -p "$out/cpu$c-$round"
     AGENT_PREFETCH_CPU=$c OUT="$out/cpu$c-$round" ./experiments/000/nps.sh > "$out/cpu$c-$round/log.txt" 2>&1

@@ -50,8 +50,8 @@ AGENT_PRIORITY=${AGENT_PRIORITY:-idle} # the load generator's prefetching: "idle
                                    # "normal" (on the demand clients' threads, the runs up to
                                    # 7abb81a); a threshold "knee+anormal" sets its own
 AGENT_PREFETCH_CPU=${AGENT_PREFETCH_CPU:-1} # the core of the generator's idle prefetching thread:
-                                   # 1, beside its demand clients (every run up to 0be9bcc), or
-                                   # 0, beside the server (below; pilot 58)
+                                   # 1, beside its demand clients (every run up to 0be9bcc); 0,
+                                   # beside the server (pilot 58); 2 or more on a bigger machine
 ARRIVALS=${ARRIVALS:-constant}     # the agents' arrivals: "constant" (httperf's, the paper's) or
                                    # "poisson" (exponential gaps of the same mean)
 LATENCY_QOS=${LATENCY_QOS:-1}      # 1: hold /dev/cpu_dma_latency at 0 during the runs (below)
@@ -121,7 +121,7 @@ policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leav
 # "+anormal" or "+aidle" last sets its AGENT_PRIORITY (policy monitor-knee-anormal).
 case $ARRIVALS in constant|poisson) ;; *) echo "ARRIVALS must be constant or poisson, not $ARRIVALS" >&2; exit 2 ;; esac
 case $MONITOR_AGENTS in hinted|off) ;; *) echo "MONITOR_AGENTS must be hinted or off, not $MONITOR_AGENTS" >&2; exit 2 ;; esac
-case $AGENT_PREFETCH_CPU in 0|1) ;; *) echo "AGENT_PREFETCH_CPU must be 0 or 1, not $AGENT_PREFETCH_CPU" >&2; exit 2 ;; esac
+case $AGENT_PREFETCH_CPU in ''|*[!0-9]*) echo "AGENT_PREFETCH_CPU must be a CPU number, not $AGENT_PREFETCH_CPU" >&2; exit 2 ;; esac
 case $AGENT_PRIORITY in idle|normal) ;; *) echo "AGENT_PRIORITY must be idle or normal, not $AGENT_PRIORITY" >&2; exit 2 ;; esac
 for t in $THRESHOLDS; do
   ag=; case $t in *+anormal|*+aidle) ag=-a${t##*+a}; t=${t%+a*} ;; esac

@@ -1,5 +1,9 @@
 """Summarises experiments/000/nps.sh's runs.csv as the report's markdown tables (stdout), with
-the bench reports and monitor status files beside it when they are there."""
+the bench reports and monitor status files beside it when they are there.
+
+    python3 experiments/000/nps_table.py docs/experiments/000/nps/runs.csv
+    python3 experiments/000/nps_table.py pilots/pilot58/runs-cpu0-*.csv   # rounds as repetitions
+"""
 import csv
 import glob
 import json
@@ -7,7 +11,15 @@ import os
 import sys
 from collections import defaultdict
 
-rows = list(csv.DictReader(open(sys.argv[1])))
+# Several runs.csv files (pilot rounds of one invocation each) are read as one run: each file's
+# repetitions are numbered after the previous files', so that the paired tables pair them by
+# file. The bench and status files are read from beside the first only.
+rows = []
+for path in sys.argv[1:]:
+    offset = max((int(r["rep"]) for r in rows), default=0)
+    for r in csv.DictReader(open(path)):
+        r["rep"] = str(int(r["rep"]) + offset)
+        rows.append(r)
 by = defaultdict(list)
 for r in rows:
     by[(int(r["rate"]), r["policy"])].append(r)

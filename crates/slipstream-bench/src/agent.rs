@@ -1022,8 +1022,10 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_prefetching_thread_is_pinned_where_asked_and_a_missing_cpu_is_refused() {
-        let rt = IdleRuntime::start(Some(0)).unwrap();
-        assert_eq!(cpus_of(&rt), vec![0]);
+        // The first CPU this process may use (CPU 0 may be outside a container's set).
+        let cpu = my_cpus()[0];
+        let rt = IdleRuntime::start(Some(cpu)).unwrap();
+        assert_eq!(cpus_of(&rt), vec![cpu]);
         let (policy, nice) = policy_and_nice_on(&rt);
         assert!(policy == 5 || nice == 19, "still at idle priority");
         // Unpinned, it keeps the CPUs of the thread that started it.

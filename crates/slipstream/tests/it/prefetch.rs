@@ -421,7 +421,12 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     // CPUs, then pinned to CPU 0), then on the demand clients' threads (the default): all
     // prefetch.
     let mut prefetched = 0;
-    for (priority, pinned) in [("idle", None), ("idle", Some("0")), ("normal", None)] {
+    let cpu = first_allowed_cpu();
+    for (priority, pinned) in [
+        ("idle", None),
+        ("idle", Some(cpu.as_str())),
+        ("normal", None),
+    ] {
         let mut args = vec![
             "--agents",
             "hinted",
@@ -524,6 +529,18 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
         status(node.addr)["prefetch"]["requests"].as_u64().unwrap(),
         before
     );
+}
+
+/// The first CPU this process may run on (`Cpus_allowed_list` of `/proc/self/status`, e.g.
+/// `0-1` or `2,4-5`): CPU 0 may be outside a container's set.
+fn first_allowed_cpu() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list");
+    let first = list.trim().split([',', '-']).next().expect("a CPU");
+    first.parse::<usize>().expect("a CPU number").to_string()
 }
 
 /// The scheduling policy (`/proc/.../stat` field 41: 0 normal, 5 `SCHED_IDLE`) of each of

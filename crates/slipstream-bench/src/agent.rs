@@ -88,9 +88,9 @@ pub struct AgentPlan {
     pub prefetch_priority: PrefetchPriority,
     /// The CPU that [`PrefetchPriority::Idle`]'s thread is pinned to (Linux), instead of the
     /// process's CPUs; `None` leaves it on them. With the demand clients pinned elsewhere, the
-    /// prefetching then does not make their core busy: on a machine where that delays them
-    /// (pilots 56–58 of `docs/experiments/000-nps.md`), the generator's own prefetching
-    /// would otherwise be counted as the server's interference.
+    /// prefetching then does not make their core busy, where idle work can delay them (pilot
+    /// 56 of `docs/experiments/000-nps.md`) and be counted as the server's interference; on a
+    /// two-core machine it takes the server's core instead (pilots 58 and 60).
     pub prefetch_cpu: Option<usize>,
     /// How arrivals are spaced.
     pub arrivals: Arrivals,

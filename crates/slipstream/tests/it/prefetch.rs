@@ -495,7 +495,13 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     }
     // A CPU for the prefetching needs its thread of its own; asked for without it, or for a
     // CPU the machine does not have, the run is refused with the reason and nothing is sent.
-    let before = status(node.addr)["prefetch"]["requests"].as_u64().unwrap();
+    let requests = |s: &serde_json::Value| {
+        (
+            s["demand"]["requests"].as_u64().unwrap(),
+            s["prefetch"]["requests"].as_u64().unwrap(),
+        )
+    };
+    let before = requests(&status(node.addr));
     for (priority, cpu, why) in [
         ("normal", "0", "needs the idle prefetching priority"),
         (
@@ -525,10 +531,7 @@ fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
             "{priority} {cpu}: {err}"
         );
     }
-    assert_eq!(
-        status(node.addr)["prefetch"]["requests"].as_u64().unwrap(),
-        before
-    );
+    assert_eq!(requests(&status(node.addr)), before);
 }
 
 /// The first CPU this process may run on (`Cpus_allowed_list` of `/proc/self/status`, e.g.

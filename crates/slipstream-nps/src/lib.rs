@@ -134,6 +134,9 @@ struct Control {
     used: CountRate,
     /// The requests answered, counted at each load report.
     served: CountRate,
+    /// Probes that failed, and the last failure (milliseconds since start, why).
+    probe_failures: u64,
+    last_probe_failure: Option<(u64, String)>,
 }
 
 /// The rate of a growing count between two readings.
@@ -198,6 +201,8 @@ impl Nps {
                 used_per_s: 0.0,
                 used: CountRate(Some((Duration::ZERO, 0))),
                 served: CountRate(None),
+                probe_failures: 0,
+                last_probe_failure: None,
             }),
             settings,
             started: Instant::now(),
@@ -395,6 +400,15 @@ impl Nps {
         next
     }
 
+    /// Records a failed probe for the status (the sample it belonged to reports the failure to
+    /// the budget).
+    pub fn probe_failed(&self, failure: &monitor::ProbeFailure) {
+        let at_ms = self.started.elapsed().as_millis() as u64;
+        let mut c = self.control.lock();
+        c.probe_failures += 1;
+        c.last_probe_failure = Some((at_ms, failure.to_string()));
+    }
+
     /// Sets the threshold found at start-up, where it came from and the curve it came from.
     pub fn calibrated(&self, threshold: Duration, source: &'static str, curve: Vec<(f64, u64)>) {
         let mut c = self.control.lock();
@@ -426,6 +440,7 @@ impl Nps {
             },
             "uptime_ms": self.started.elapsed().as_millis() as u64,
             "epoch_ms": self.settings.epoch.as_millis() as u64,
+            "probe_path": self.settings.probe_path,
             "doc_files": self.settings.doc_files,
             "threshold_us": c.threshold.as_micros() as u64,
             "threshold_configured": self.settings.threshold.is_some(),
@@ -465,6 +480,11 @@ impl Nps {
                 "refused": model.refused,
                 "unqueued": self.unlearnt.load(Ordering::Relaxed),
             },
+            "probe_failures": c.probe_failures,
+            "last_probe_failure": c.last_probe_failure.as_ref().map(|(at_ms, why)| serde_json::json!({
+                "at_ms": at_ms,
+                "reason": why,
+            })),
             "samples": c.samples.iter().collect::<Vec<_>>(),
         })
     }

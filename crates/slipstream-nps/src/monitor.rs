@@ -45,7 +45,22 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
     // The first request opens the pooled connection; timing it would count the handshake as
     // server load (seen: a first probe of 0.66 ms where the rest took 0.1 ms, which ended the
     // budget's slow start on the first sample).
-    let _ = probe(&client, &uri, nps.settings().probe_timeout).await;
+    // When a failure that is not load was last logged.
+    let mut warned: Option<Instant> = None;
+    // A first probe answered with an error status means the probe path is wrong, which no
+    // amount of waiting mends: said at once, not only in the status.
+    if let Err(failure @ ProbeFailure::Status(_)) =
+        probe(&client, &uri, nps.settings().probe_timeout).await
+    {
+        tracing::error!(
+            probe = %uri,
+            %failure,
+            "prefetch monitor: the probe fails, so the budget stays at zero until it answers \
+             2xx; set prefetch.probe_path to a file this node serves"
+        );
+        nps.probe_failed(&failure);
+        warned = Some(Instant::now());
+    }
     if nps.settings().threshold.is_none() {
         calibrate(&nps, &client, &uri).await;
     }
@@ -73,8 +88,9 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
         for i in 0..k {
             tokio::time::sleep_until(start + spacing * i).await;
             match probe(&client, &uri, timeout).await {
-                Some(rt) => times.push(rt),
-                None => {
+                Ok(rt) => times.push(rt),
+                Err(failure) => {
+                    report(&nps, &uri, &failure, &mut warned);
                     failed = true;
                     break;
                 }
@@ -90,8 +106,9 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
             let mut again = Vec::with_capacity(k as usize);
             for _ in 0..k {
                 match probe(&client, &uri, timeout).await {
-                    Some(rt) => again.push(rt),
-                    None => {
+                    Ok(rt) => again.push(rt),
+                    Err(failure) => {
+                        report(&nps, &uri, &failure, &mut warned);
                         again.clear();
                         break;
                     }
@@ -118,23 +135,93 @@ fn cutoff(threshold: Duration, k: u32, probe_timeout: Duration) -> Duration {
     threshold.saturating_mul(k.max(1)).min(probe_timeout)
 }
 
-/// One probe: the time to the whole response, or `None` on an error, a non-2xx status or the
-/// timeout.
-async fn probe(client: &HttpClient, uri: &http::Uri, timeout: Duration) -> Option<Duration> {
+/// A configuration failure is logged at most this often (the status counts every one).
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// Why a probe failed. Every failure counts as an overloaded server (000 §3.3: the monitor
+/// cannot tell a server too busy to answer from one that does not answer); the kind says
+/// whether that is likely, for the status and the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeFailure {
+    /// The node answered with a status other than 2xx: the probe path names nothing it
+    /// serves, a configuration error rather than load.
+    Status(http::StatusCode),
+    /// The connection or the exchange failed.
+    Exchange(String),
+    /// No whole answer within the cut-off: load, or a stalled node.
+    TimedOut(Duration),
+}
+
+impl std::fmt::Display for ProbeFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeFailure::Status(s) => write!(f, "answered {s}"),
+            ProbeFailure::Exchange(e) => write!(f, "failed: {e}"),
+            ProbeFailure::TimedOut(t) => write!(f, "no answer within {t:?}"),
+        }
+    }
+}
+
+/// Records a failed probe on the status and logs a failure that is not load (at most once a
+/// [`WARN_EVERY`]): a probe path that answers 404 leaves the budget at zero for good, and the
+/// operator should hear why.
+fn report(nps: &Nps, uri: &http::Uri, failure: &ProbeFailure, warned: &mut Option<Instant>) {
+    nps.probe_failed(failure);
+    if matches!(failure, ProbeFailure::TimedOut(_)) {
+        return;
+    }
+    if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+        *warned = Some(Instant::now());
+        tracing::warn!(
+            probe = %uri,
+            %failure,
+            "prefetch monitor: a probe failed, which counts as an overloaded node (the budget halves)"
+        );
+    }
+}
+
+/// One probe: the time to the whole response, or why it failed (an error, a non-2xx status or
+/// the timeout).
+async fn probe(
+    client: &HttpClient,
+    uri: &http::Uri,
+    timeout: Duration,
+) -> Result<Duration, ProbeFailure> {
     let req = http::Request::get(uri.clone())
         .header(PROBE_HEADER, "1")
         .body(Empty::new())
-        .ok()?;
+        .map_err(|e| ProbeFailure::Exchange(e.to_string()))?;
     let start = Instant::now();
     let exchange = async {
-        let res = client.request(req).await.ok()?;
+        let res = client
+            .request(req)
+            .await
+            .map_err(|e| ProbeFailure::Exchange(error_chain(&e)))?;
         if !res.status().is_success() {
-            return None;
+            return Err(ProbeFailure::Status(res.status()));
         }
-        res.into_body().collect().await.ok()?;
-        Some(start.elapsed())
+        res.into_body()
+            .collect()
+            .await
+            .map_err(|e| ProbeFailure::Exchange(error_chain(&e)))?;
+        Ok(start.elapsed())
     };
-    tokio::time::timeout(timeout, exchange).await.ok().flatten()
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .unwrap_or(Err(ProbeFailure::TimedOut(timeout)))
+}
+
+/// An error and its sources, `: `-separated (hyper's own message alone is often just "error
+/// trying to connect").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 fn mean(v: &[Duration]) -> Option<Duration> {

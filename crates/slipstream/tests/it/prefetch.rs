@@ -183,6 +183,13 @@ fn a_failing_probe_leaves_no_budget_and_every_client_is_told_to_wait() {
         .unwrap()
         .iter()
         .any(|x| x["change"] == "halved"));
+    // The status says why: the probe path names no file.
+    assert!(s["probe_failures"].as_u64().unwrap() >= 1, "{s}");
+    assert_eq!(
+        s["last_probe_failure"]["reason"], "answered 404 Not Found",
+        "{s}"
+    );
+    assert_eq!(s["probe_path"], "/missing.html");
     for _ in 0..50 {
         let h = hints(node.addr, "url=/a.html");
         assert_eq!(h["hints"], serde_json::json!([]));

@@ -213,8 +213,48 @@ fn a_prefetching_nodes_status_page_shows_its_monitor() {
         dom.contains("CPU load (idle-priority threads left out)"),
         "the load chart's legend:\n{dom}"
     );
+    // The probes answer, so no failure is shown.
+    assert!(
+        dom.contains("id=\"pf-probe-failure\" hidden=\"\""),
+        "a probe failure is shown for a probe that answers:\n{dom}"
+    );
     assert!(
         dom.contains("<div id=\"error\"></div>"),
         "the page reported an error:\n{dom}"
+    );
+}
+
+#[test]
+fn a_probe_path_that_answers_404_is_named_on_the_status_page() {
+    // Every probe fails, so the budget halves to nothing: the page must say why.
+    let dir = site();
+    let node = serve(
+        dir.path(),
+        &[
+            "--prefetch",
+            "--set",
+            "prefetch.probe_path=/missing.txt",
+            "--set",
+            "prefetch.threshold_ms=2s",
+        ],
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !String::from_utf8_lossy(&get(node.addr, "/_slipstream/prefetch").body)
+        .contains("\"last_probe_failure\":{")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no probe failure was recorded"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let dom = status_dom(node.addr);
+    assert!(
+        dom.contains("/missing.txt answered 404 Not Found"),
+        "the failing probe's path and status:\n{dom}"
+    );
+    assert!(
+        !dom.contains("id=\"pf-probe-failure\" hidden=\"\""),
+        "the failure line is hidden:\n{dom}"
     );
 }

@@ -61,6 +61,16 @@ export function readHints(json, origin) {
 }
 
 /**
+ * Reads the wait a page asks for before its first hint request (its munged script's
+ * `data-hints-wait-ms`, the `slipstream-hints-wait-ms` header's value): whole milliseconds, or
+ * null for anything else (then the agent asks at once, and the hint server answers).
+ */
+export function readPageWait(value) {
+  if (typeof value !== 'string' || !/^\d{1,9}$/.test(value.trim())) return null;
+  return Number(value.trim());
+}
+
+/**
  * The origin of an http(s) base URL (the hint server's `prefetch_base`, the prefetch listener a
  * page names in its munged script's `data-prefetch-base`), or null for anything else.
  */

@@ -17,6 +17,9 @@
   // The node's prefetch listener, as the munger names it (data-prefetch-base): the worker's
   // first hint request for this page goes there, not to the demand server.
   var prefetchBase = (script && script.getAttribute('data-prefetch-base')) || null;
+  // The wait before the first hint request when the node's hint server would only say wait
+  // (data-hints-wait-ms: no budget now, or shedding); the worker reads it.
+  var hintsWait = (script && script.getAttribute('data-hints-wait-ms')) || null;
   var swUrl = new URL('../sw.js', (script && script.src) || location.href).href;
   // Whether a worker answered this page's navigation: Navigation Timing's workerStart is 0
   // unless a service worker handled the request, and the page is controlled from its start.
@@ -74,6 +77,7 @@
           prev: previousPage(),
           demandBytes: pageBytes(),
           base: prefetchBase,
+          hintsWait: hintsWait,
         });
       }).then(resolve, function () {
         resolve(null);

@@ -7,7 +7,7 @@
 // URL, sends the due probes, keeps the state in IndexedDB and answers the latency-table page.
 
 import { Agent, blockText, expandBlock, logicalKey, parseBlock } from './agent/agent.mjs';
-import { baseOrigin, byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints } from './agent/prefetch.mjs';
+import { baseOrigin, byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints, readPageWait } from './agent/prefetch.mjs';
 
 const DB_NAME = 'slipstream-agent';
 const DB_STORE = 'state';
@@ -482,7 +482,7 @@ const STORED_AT = 'x-slipstream-prefetched-at';
 const prefetchedAt = new Map();
 /** Pages with a prefetch in progress (one at a time each). */
 const prefetching = new Set();
-const prefetchStats = { asked: 0, lists: 0, waits: 0, gave_up: 0, fetched: 0, bytes: 0, failed: 0, refused: 0, served: 0, skipped: null };
+const prefetchStats = { asked: 0, lists: 0, waits: 0, page_waits: 0, gave_up: 0, fetched: 0, bytes: 0, failed: 0, refused: 0, served: 0, skipped: null };
 
 /** The entries a previous worker stored, read once: fresh ones kept, stale ones deleted. */
 const prefetchIndex = caches
@@ -503,9 +503,10 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /**
  * Prefetches for the page at `pagePath` (its previous page `prevPath`), which was `demandBytes`
  * long; `namedBase` is the prefetch listener the page named (its munged script's
- * `data-prefetch-base`), or null.
+ * `data-prefetch-base`), or null; `pageWaitMs` the wait the page asked for before the first
+ * hint request (`data-hints-wait-ms`), or null.
  */
-async function prefetchFor(pagePath, prevPath, demandBytes, namedBase) {
+async function prefetchFor(pagePath, prevPath, demandBytes, namedBase, pageWaitMs) {
   const gate = mayPrefetch(self.navigator?.connection);
   if (!gate.ok) {
     prefetchStats.skipped = gate.why;
@@ -524,6 +525,13 @@ async function prefetchFor(pagePath, prevPath, demandBytes, namedBase) {
     // prefetches: through the prefetch listener they are served at its low priority, not on
     // demand's thread.
     let hintBase = baseOrigin(namedBase) ?? self.location.origin;
+    if (pageWaitMs !== null) {
+      // The page said the hint server would only tell it to wait (no budget now): wait as
+      // told, without asking; it counts as one of the waits a page accepts.
+      prefetchStats.page_waits++;
+      waits++;
+      await sleep(Math.min(pageWaitMs, PREFETCH_DEFAULTS.max_wait_ms));
+    }
     while (turn !== null && turn < PREFETCH_DEFAULTS.max_turns && allowance > 0) {
       const q = new URLSearchParams({ url: pagePath, turn: String(turn) });
       if (prevPath) q.set('prev', prevPath);
@@ -671,7 +679,7 @@ self.addEventListener('message', (event) => {
   if (data.type === 'slipstream-prefetch' && typeof data.url === 'string' && data.url.startsWith('/')) {
     const prev = typeof data.prev === 'string' && data.prev.startsWith('/') ? data.prev : null;
     event.waitUntil(
-      prefetchFor(data.url, prev, Number(data.demandBytes), data.base ?? null).then(() =>
+      prefetchFor(data.url, prev, Number(data.demandBytes), data.base ?? null, readPageWait(data.hintsWait)).then(() =>
         reply({ type: 'slipstream-prefetched', prefetch: { ...prefetchStats, entries: prefetchedAt.size } }),
       ),
     );

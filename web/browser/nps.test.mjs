@@ -5,8 +5,8 @@
 //     Worker through the node's prefetch listener into Cache Storage (its hint requests go
 //     there too: the munged page names the listener); the click on it is then answered from
 //     there, and no request for it reaches the demand server.
-//  2. A saturated server (every monitor probe fails, so the budget is nothing): the worker is
-//     told to wait and issues no prefetch; a browser's own Speculation Rules prefetch is
+//  2. A saturated server (every monitor probe fails, so the budget is nothing): the page tells
+//     the worker to wait, so it waits without asking for hints, and issues no prefetch; a browser's own Speculation Rules prefetch is
 //     refused with 503, and the click still loads the page normally.
 //
 // What reached the server is read from the node's own counters (/_slipstream/prefetch:
@@ -137,8 +137,13 @@ test('NPS agent: a saturated server gets no prefetch, and a refused Speculation 
   const demandBefore = (await node.status()).demand.requests;
   const res = await page.goto(`${node.origin}/a.html`);
   assert.ok((res.headers()['speculation-rules'] ?? '').includes('/_slipstream/speculationrules'), 'the page names its rules');
-  // The worker asks for hints and is told to wait.
-  await waitFor('the worker to be told to wait', 30000, async () => (await page.evaluate(() => window.slipstreamAgent.state())).prefetch.waits >= 1);
+  // The page itself says the hint server would only say wait (no budget), so the worker waits
+  // without asking: at least half the longest wait (2.5 s) passes before it would ask.
+  const pageWait = Number(res.headers()['slipstream-hints-wait-ms']);
+  assert.ok(pageWait >= 2500 && pageWait <= 5000, `the page's wait: ${res.headers()['slipstream-hints-wait-ms']}`);
+  await waitFor('the worker to wait as the page said', 30000, async () => (await page.evaluate(() => window.slipstreamAgent.state())).prefetch.page_waits >= 1);
+  const asked = (await page.evaluate(() => window.slipstreamAgent.state())).prefetch.asked;
+  assert.equal(asked, 0, 'a hint request while the page said wait');
   // Chromium prefetches the rules' list natively; the node refuses it.
   await waitFor(`a refused browser prefetch (Chromium sent: ${JSON.stringify(specPrefetches)})`, 30000, async () => (await node.status()).refused_browser_prefetches >= 1);
   const s = await node.status();

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { baseOrigin, byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints } from '../agent/prefetch.mjs';
+import { baseOrigin, byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints, readPageWait } from '../agent/prefetch.mjs';
 
 test('Save-Data and 2G connections do not prefetch; others and unknown ones do', () => {
   assert.equal(mayPrefetch(undefined).ok, true);
@@ -53,4 +53,12 @@ test('a prefetch base is an http(s) origin or nothing', () => {
   assert.equal(baseOrigin('not a url'), null);
   assert.equal(baseOrigin(null), null);
   assert.equal(baseOrigin(undefined), null);
+});
+
+test('a page wait is whole milliseconds, and anything else is no wait', () => {
+  assert.equal(readPageWait('4200'), 4200);
+  assert.equal(readPageWait(' 0 '), 0);
+  for (const bad of [null, undefined, 4200, '', '-1', '1.5', '12ms', '1e3', '9999999999', 'NaN']) {
+    assert.equal(readPageWait(bad), null, String(bad));
+  }
 });

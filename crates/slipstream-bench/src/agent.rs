@@ -154,6 +154,9 @@ pub struct AgentReport {
     pub hint_requests: u64,
     /// Hint requests answered with "wait".
     pub hint_waits: u64,
+    /// Pages that told their client to wait before its first hint request
+    /// ([`HINTS_WAIT_HEADER`]): a wait without a hint request.
+    pub page_waits: u64,
     /// Hinted URLs the client's cache already held.
     pub cache_skips: u64,
     /// The measured documents by when they arrived: one entry per [`TIMELINE_BUCKET`] of the
@@ -219,6 +222,7 @@ impl AgentReport {
             "prefetch_refused": self.prefetch_refused,
             "hint_requests": self.hint_requests,
             "hint_waits": self.hint_waits,
+            "page_waits": self.page_waits,
             "cache_skips": self.cache_skips,
             "timeline": {
                 "bucket_ms": TIMELINE_BUCKET.as_millis() as u64,
@@ -251,6 +255,7 @@ struct Counts {
     prefetch_refused: AtomicU64,
     hint_requests: AtomicU64,
     hint_waits: AtomicU64,
+    page_waits: AtomicU64,
     cache_skips: AtomicU64,
 }
 
@@ -422,19 +427,18 @@ pub async fn run_agents(
         };
         let shared = shared.clone();
         tasks.spawn(async move {
-            if let Some(hints_at) = visit(&shared, shared.sink(measured), &doc, at, n, bucket).await
-            {
+            if let Some(next) = visit(&shared, shared.sink(measured), &doc, at, n, bucket).await {
                 match shared.prefetcher.as_ref().map(|(_, rt)| rt.clone()) {
                     Some(rt) => {
                         let shared = shared.clone();
                         let _ = rt
                             .spawn(async move {
                                 let sink = shared.sink(measured);
-                                prefetch(&shared, sink, &doc, at, n, hints_at).await
+                                prefetch(&shared, sink, &doc, at, n, next).await
                             })
                             .await;
                     }
-                    None => prefetch(&shared, shared.sink(measured), &doc, at, n, hints_at).await,
+                    None => prefetch(&shared, shared.sink(measured), &doc, at, n, next).await,
                 }
             }
             drop(permit);
@@ -468,6 +472,7 @@ pub async fn run_agents(
         prefetch_refused: c.prefetch_refused.load(Ordering::Relaxed),
         hint_requests: c.hint_requests.load(Ordering::Relaxed),
         hint_waits: c.hint_waits.load(Ordering::Relaxed),
+        page_waits: c.page_waits.load(Ordering::Relaxed),
         cache_skips: c.cache_skips.load(Ordering::Relaxed),
         timeline,
         measured_start_unix_ms,
@@ -724,7 +729,22 @@ struct Fetched {
     status: http::StatusCode,
     /// The base URL of the hint server named by [`PREFETCH_BASE_HEADER`], if any.
     prefetch_base: Option<String>,
+    /// The wait before the first hint request that [`HINTS_WAIT_HEADER`] asks for, if any.
+    hints_wait: Option<Duration>,
     body: Bytes,
+}
+
+/// The response header by which a page tells its agent to wait this many milliseconds before
+/// its first hint request, as `slipstream serve` sends it when its hint server would tell
+/// every client to wait (`slipstream_nps::HINTS_WAIT_HEADER`).
+pub const HINTS_WAIT_HEADER: &str = "slipstream-hints-wait-ms";
+
+/// After a client's document: where its first hint request goes, and how long it waits first.
+struct NextHints {
+    /// The base URL of the hint server: the one the page named, else the demand server.
+    at: String,
+    /// The page's wait ([`HINTS_WAIT_HEADER`]), if it gave one.
+    wait: Option<Duration>,
 }
 
 /// The response header by which a page names where its hint requests go (the node's prefetch
@@ -762,6 +782,13 @@ async fn fetch(
             .get(PREFETCH_BASE_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        // A malformed value is no wait: the client asks, and the hint server answers.
+        let hints_wait = res
+            .headers()
+            .get(HINTS_WAIT_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_millis);
         let body = res
             .into_body()
             .collect()
@@ -771,6 +798,7 @@ async fn fetch(
         Ok(Fetched {
             status,
             prefetch_base,
+            hints_wait,
             body,
         })
     };
@@ -781,8 +809,8 @@ async fn fetch(
 
 /// One client (the `n`-th, arrived in timeline bucket `bucket`): its document (`files[0]` is
 /// the page). When it goes on to prefetch (the document loaded and the plan prefetches), the
-/// base its first hint request goes to: the one the page names ([`PREFETCH_BASE_HEADER`]),
-/// else the demand server.
+/// base its first hint request goes to (the one the page names, [`PREFETCH_BASE_HEADER`], else
+/// the demand server) and the page's wait before it ([`HINTS_WAIT_HEADER`]).
 /// Each client has a user agent of its own, so the server tells them apart as it does
 /// browsers.
 async fn visit(
@@ -792,7 +820,7 @@ async fn visit(
     arrived: Instant,
     n: u32,
     bucket: usize,
-) -> Option<String> {
+) -> Option<NextHints> {
     let lag = arrived.elapsed();
     let plan = &shared.plan;
     let client = format!("slipstream-agent/{n}");
@@ -830,25 +858,27 @@ async fn visit(
     if plan.prefetching == Prefetching::Off {
         return None;
     }
-    let named = results
-        .first()
-        .and_then(|r| r.as_ref().ok())
+    let page = results.first().and_then(|r| r.as_ref().ok());
+    let named = page
         .and_then(|f| f.prefetch_base.as_ref())
         .and_then(|b| b.parse::<Uri>().ok())
         .and_then(|b| base_of(&b).ok());
-    Some(named.unwrap_or(base))
+    Some(NextHints {
+        at: named.unwrap_or(base),
+        wait: page.and_then(|f| f.hints_wait),
+    })
 }
 
 /// The `n`-th client's prefetching after its document `files` (arrived at `arrived`), as the
 /// agent does after a page has loaded, until its visit ends; its first hint request to
-/// `hints_at`.
+/// `next.at`, after the page's wait if it gave one.
 async fn prefetch(
     shared: &Shared,
     sink: &Sink,
     files: &[String],
     arrived: Instant,
     n: u32,
-    hints_at: String,
+    next: NextHints,
 ) {
     let plan = &shared.plan;
     let client = format!("slipstream-agent/{n}");
@@ -873,7 +903,20 @@ async fn prefetch(
     // demand server; the ones after it (a retry, the next turn) go to the prefetch listener
     // the answer names, as the browser agent's do: there they are served at its low priority,
     // not on demand's thread.
-    let mut hint_base = hints_at;
+    let mut hint_base = next.at;
+    // The page said the hint server would only tell it to wait: it waits as told, without
+    // asking (as after a hint answer's `retry_after_ms`).
+    if let Some(wait) = next
+        .wait
+        .filter(|_| plan.prefetching == Prefetching::Hinted)
+    {
+        sink.counts.page_waits.fetch_add(1, Ordering::Relaxed);
+        let again = Instant::now() + wait.max(Duration::from_millis(1));
+        if again >= leave {
+            return;
+        }
+        tokio::time::sleep_until(again).await;
+    }
     while turn < turns && Instant::now() < leave {
         sink.counts.hint_requests.fetch_add(1, Ordering::Relaxed);
         let url = format!("{hint_base}/_slipstream/hints?url={query}&turn={turn}");

@@ -17,6 +17,8 @@
 //!                             # idle priority yields the CPU, not everything a core shares
 //! shed = true                 # while the monitor's last sample found the node overloaded,
 //!                             # refuse prefetches (503) and hint lists at once
+//! page_wait = true            # when the hint server would tell every client to wait (no
+//!                             # budget, or shedding), pages say so and agents do not ask
 //! probe_path = "/"            # the representative object the monitor probes
 //! threshold_ms = "3ms"        # a probe slower than this means the server is loaded;
 //!                             # 0 (default): found at start-up, at the knee of the
@@ -145,6 +147,12 @@ pub struct Config {
     /// lists granted before a burst would otherwise keep arriving through it. `false`: the
     /// budget alone.
     pub shed: bool,
+    /// When the hint server would answer every hint request with a wait (no budget for a list
+    /// within the longest wait, or shedding), pages carry that wait (the
+    /// `slipstream-hints-wait-ms` header, and `data-hints-wait-ms` on the munged script), so
+    /// that agents wait without asking: a node with nothing to give then gets no hint request.
+    /// `false`: agents always ask.
+    pub page_wait: bool,
     /// Send the `Speculation-Rules` header with pages, naming a rule set of the budgeted hints
     /// (`/_slipstream/speculationrules`), so browsers prefetch natively.
     pub speculation_rules: bool,
@@ -196,6 +204,7 @@ impl Default for Config {
             congestion: vec!["lp".into(), "ledbat".into()],
             admit_browser_prefetch: true,
             shed: true,
+            page_wait: true,
             speculation_rules: false,
             munge: true,
         }
@@ -260,6 +269,8 @@ pub struct Settings {
     pub admit_browser_prefetch: bool,
     /// Refuse prefetches while the monitor finds the node overloaded.
     pub shed: bool,
+    /// Pages carry the hint server's wait when it would refuse every client.
+    pub page_wait: bool,
     /// Send `Speculation-Rules` with pages.
     pub speculation_rules: bool,
     /// Add the agent's registration to pages.
@@ -426,6 +437,7 @@ impl Config {
             congestion: self.congestion,
             admit_browser_prefetch: self.admit_browser_prefetch,
             shed: self.shed,
+            page_wait: self.page_wait,
             speculation_rules: self.speculation_rules,
             munge: self.munge,
         })

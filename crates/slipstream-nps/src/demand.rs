@@ -61,17 +61,27 @@ struct Munger {
 }
 
 impl Munger {
-    fn new(prefetch_base: Option<&str>) -> Munger {
+    /// The script for a page whose prefetch listener is `prefetch_base` (if any) and whose
+    /// agent is told to wait `hints_wait` before its first hint request (if any).
+    fn new(prefetch_base: Option<&str>, hints_wait: Option<PageWait>) -> Munger {
         let base = prefetch_base
             .map(|b| format!(r#" data-prefetch-base="{}""#, attribute_escaped(b)))
             .unwrap_or_default();
+        let wait = hints_wait
+            .map(|PageWait(ms)| format!(r#" data-hints-wait-ms="{ms}""#))
+            .unwrap_or_default();
         Munger {
             script: format!(
-                r#"<script src="/_slipstream/agent/register.js"{base} defer></script>"#
+                r#"<script src="/_slipstream/agent/register.js"{base}{wait} defer></script>"#
             ),
         }
     }
 }
+
+/// The wait, in milliseconds, a page's response told its agent ([`crate::HINTS_WAIT_HEADER`]);
+/// kept for the munger, so that the header and the script say the same.
+#[derive(Debug, Clone, Copy)]
+struct PageWait(u64);
 
 /// `s` escaped for a double-quoted HTML attribute value.
 fn attribute_escaped(s: &str) -> String {
@@ -230,17 +240,19 @@ impl Phase for Demand {
             }
             res.headers.remove(http::header::ACCEPT_RANGES);
         }
-        let Some(Seen {
-            learn: Some((_, url)),
-            via_listener,
-            ..
-        }) = ctx.extensions.get::<Seen>()
-        else {
+        // What follows is for pages a client asked for on demand.
+        if !slipstream_node::html::is_page(res) {
+            return;
+        }
+        let Some((url, via_listener)) = ctx.extensions.get::<Seen>().and_then(|s| {
+            let (_, url) = s.learn.as_ref()?;
+            Some((url.clone(), s.via_listener))
+        }) else {
             return;
         };
         // A page names the prefetch listener, so that the agent's first hint request after it
         // goes there too, at the listener's priority, not on demand's port.
-        if !via_listener && slipstream_node::html::is_page(res) {
+        if !via_listener {
             if let Some(v) = self
                 .nps
                 .prefetch_base()
@@ -249,7 +261,15 @@ impl Phase for Demand {
                 res.headers.insert(crate::PREFETCH_BASE_HEADER, v);
             }
         }
-        if self.nps.settings().speculation_rules && slipstream_node::html::is_page(res) {
+        // A page whose agent would only be told to wait says so itself, so that no hint
+        // request is made for nothing.
+        if let Some(wait) = self.nps.page_hint_wait() {
+            let ms = wait.as_millis() as u64;
+            res.headers
+                .insert(crate::HINTS_WAIT_HEADER, http::HeaderValue::from(ms));
+            ctx.extensions.insert(PageWait(ms));
+        }
+        if self.nps.settings().speculation_rules {
             let q: String = form_urlencoded::byte_serialize(url.as_bytes()).collect();
             if let Ok(v) =
                 http::HeaderValue::from_str(&format!("\"/_slipstream/speculationrules?url={q}\""))
@@ -267,7 +287,10 @@ impl Phase for Demand {
         if !self.munges(ctx, res) {
             return None;
         }
-        let munger = Munger::new(self.nps.prefetch_base().as_deref());
+        let munger = Munger::new(
+            self.nps.prefetch_base().as_deref(),
+            ctx.extensions.get::<PageWait>().copied(),
+        );
         let handlers: [Arc<dyn slipstream_node::html::HtmlHandler>; 1] = [Arc::new(munger)];
         match slipstream_node::html::Rewriter::new(&handlers) {
             Ok(r) => Some(Box::new(r)),
@@ -333,12 +356,16 @@ mod tests {
     #[test]
     fn the_munged_script_names_the_prefetch_listener_escaped() {
         assert_eq!(
-            Munger::new(None).script,
+            Munger::new(None, None).script,
             r#"<script src="/_slipstream/agent/register.js" defer></script>"#
         );
         assert_eq!(
-            Munger::new(Some("http://127.0.0.1:8081")).script,
+            Munger::new(Some("http://127.0.0.1:8081"), None).script,
             r#"<script src="/_slipstream/agent/register.js" data-prefetch-base="http://127.0.0.1:8081" defer></script>"#
+        );
+        assert_eq!(
+            Munger::new(Some("http://127.0.0.1:8081"), Some(PageWait(4200))).script,
+            r#"<script src="/_slipstream/agent/register.js" data-prefetch-base="http://127.0.0.1:8081" data-hints-wait-ms="4200" defer></script>"#
         );
         assert_eq!(
             attribute_escaped(r#"http://x/"><script>&"#),

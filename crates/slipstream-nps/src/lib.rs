@@ -40,6 +40,11 @@ pub const SAMPLES_KEPT: usize = 600;
 /// The request header that marks the monitor's probes: they are neither demand nor prefetch.
 pub const PROBE_HEADER: &str = "slipstream-probe";
 
+/// The response header by which a page tells its agent to wait this many milliseconds before
+/// its first hint request, when the hint server would tell every client to wait now
+/// ([`Nps::page_hint_wait`]); the munged script carries it too (`data-hints-wait-ms`).
+pub const HINTS_WAIT_HEADER: &str = "slipstream-hints-wait-ms";
+
 /// The response header by which a page names its prefetch listener's base URL, where the
 /// agent sends its hint requests (the first one too) and its prefetches, so that none of them
 /// is served on demand's port.
@@ -110,6 +115,8 @@ pub struct Nps {
     pub shed_hint_requests: AtomicU64,
     /// Hint requests that came through the prefetch listener (a client's later ones).
     pub hint_requests_via_listener: AtomicU64,
+    /// Pages that told their agent to wait instead of asking ([`Nps::page_hint_wait`]).
+    pub page_waits: AtomicU64,
     /// The prefetch listener, once bound, and the base URL hint lists send clients to.
     listener: parking_lot::RwLock<Option<(listener::Applied, String)>>,
 }
@@ -215,6 +222,7 @@ impl Nps {
             shed_prefetches: AtomicU64::new(0),
             shed_hint_requests: AtomicU64::new(0),
             hint_requests_via_listener: AtomicU64::new(0),
+            page_waits: AtomicU64::new(0),
             listener: parking_lot::RwLock::new(None),
         }
     }
@@ -271,6 +279,21 @@ impl Nps {
             distributor, rng, ..
         } = &mut *c;
         f(distributor, now, budget, rng)
+    }
+
+    /// The wait a page served now tells its agent, or `None` (the agent asks as usual): with
+    /// `page_wait` on and the monitor's budget, when every hint request would be told to wait
+    /// now (shedding, or too little budget for a list within the longest wait; see
+    /// `Distributor::page_wait`). Counted in `page_waits`.
+    pub fn page_hint_wait(&self) -> Option<Duration> {
+        if !self.settings.page_wait || self.settings.budget != Budget::Monitor {
+            return None;
+        }
+        let shedding = self.shedding();
+        let wait =
+            self.with_budget(|d, now, budget, rng| d.page_wait(now, budget, shedding, rng))?;
+        self.page_waits.fetch_add(1, Ordering::Relaxed);
+        Some(wait)
     }
 
     /// The predictor's first list for a client at `current` after `previous`, without taking
@@ -464,6 +487,8 @@ impl Nps {
             "shed_prefetches": self.shed_prefetches.load(Ordering::Relaxed),
             "shed_hint_requests": self.shed_hint_requests.load(Ordering::Relaxed),
             "hint_requests_via_listener": self.hint_requests_via_listener.load(Ordering::Relaxed),
+            "page_wait": self.settings.page_wait,
+            "page_waits": self.page_waits.load(Ordering::Relaxed),
             "listener": self.listener.read().as_ref().map(|(a, base)| serde_json::json!({
                 "addr": a.addr.to_string(),
                 "base": base,

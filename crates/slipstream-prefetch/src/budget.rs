@@ -178,9 +178,13 @@ impl Distributor {
         self.granted = 0;
     }
 
+    /// From `now` to the start of the epoch after the one `now` falls in (from `now` itself,
+    /// not from the last request's epoch: [`Distributor::page_wait`] asks without one).
     fn until_next_epoch(&self, now: Duration) -> Duration {
-        let next = self.epoch.saturating_mul((self.current + 1) as u32);
-        next.saturating_sub(now).max(Duration::from_millis(1))
+        let epoch = self.epoch.as_nanos();
+        let next = (now.as_nanos() / epoch + 1) * epoch;
+        Duration::from_nanos(u64::try_from(next - now.as_nanos()).unwrap_or(u64::MAX))
+            .max(Duration::from_millis(1))
     }
 
     /// How long a refused client waits: to a point drawn uniformly within the next epoch,
@@ -359,6 +363,29 @@ impl Distributor {
 }
 
 impl Distributor {
+    /// The wait a page tells its agent at `now`, before any hint request: `Some` when every
+    /// hint request would be told to wait now, so that the agent waits without asking (a node
+    /// with nothing to give gets no hint request). That is while `shedding` (the wait of a
+    /// refusal at this budget, as [`Distributor::refuse`] gives), or when the budget does not
+    /// reach one list within the longest wait ([`MAX_WAIT_EPOCHS`]): then a time in the
+    /// longest wait's second half, as a request refused for want of budget is told. Otherwise
+    /// `None`: the agent asks, and the hint request is distributed as usual. Nothing is
+    /// counted: no hint request arrived.
+    pub fn page_wait(
+        &self,
+        now: Duration,
+        budget_per_s: f64,
+        shedding: bool,
+        rng: &mut impl Rng,
+    ) -> Option<Duration> {
+        if shedding {
+            return Some(self.wait(now, self.p(budget_per_s), rng));
+        }
+        let longest = self.epoch * MAX_WAIT_EPOCHS;
+        let files_in_longest = budget_per_s.max(0.0) * longest.as_secs_f64();
+        (files_in_longest < self.doc_files as f64).then(|| longest.mul_f64(rng.gen_range(0.5..1.0)))
+    }
+
     /// Admits one prefetch of a single file that the client chose itself (a browser's native
     /// prefetch, `Sec-Purpose: prefetch`): it takes one file of the epoch's B·τ, and with less
     /// than one file left it goes through with the probability of the remainder. Refused, the
@@ -444,6 +471,40 @@ mod tests {
                 "{w:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_page_says_wait_only_when_every_hint_request_would_be_told_to() {
+        let mut d = Distributor::new(100 * MS, 10).paced(true);
+        let mut rng = StdRng::seed_from_u64(21);
+        let longest = 100 * MS * MAX_WAIT_EPOCHS;
+        // A budget of a list a second: the agent asks.
+        assert_eq!(d.page_wait(Duration::ZERO, 10.0, false, &mut rng), None);
+        // Just enough for one list within the longest wait (10 files in 5 s): it asks.
+        assert_eq!(d.page_wait(Duration::ZERO, 2.0, false, &mut rng), None);
+        // Less, or none: the wait a refused request gets, and the hint server would indeed
+        // refuse every request.
+        for budget in [1.99, 0.001, 0.0] {
+            for i in 0..100u32 {
+                let now = i * 7 * MS;
+                let w = d.page_wait(now, budget, false, &mut rng).expect("a wait");
+                assert!(w >= longest / 2 && w <= longest, "{w:?}");
+                assert!(
+                    matches!(d.request(now, budget, &mut rng), Grant::Wait(_)),
+                    "a list at budget {budget}"
+                );
+            }
+        }
+        // Shedding: at least to the next epoch, whatever the budget, as a refusal.
+        for i in 0..100u32 {
+            let now = i * 13 * MS;
+            let w = d.page_wait(now, 1e6, true, &mut rng).expect("a wait");
+            let next_epoch = 100 * MS * (now.as_millis() as u32 / 100 + 1);
+            assert!(now + w >= next_epoch && w <= longest, "{now:?} {w:?}");
+        }
+        // Nothing was counted as a hint request.
+        let t = d.totals();
+        assert_eq!((t.lists, t.waits), (0, 300));
     }
 
     #[test]

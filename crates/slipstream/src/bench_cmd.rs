@@ -114,7 +114,7 @@ fn run_agents(
     }
     println!("demand:\n{}", report.demand);
     println!(
-        "prefetch: {} responses, {:.1} kB/s ({:.1} kB/s demand), {} errors, {} refused (503); {} hint requests, {} told to wait, {} hints already cached",
+        "prefetch: {} responses, {:.1} kB/s ({:.1} kB/s demand), {} errors, {} refused (503); {} hint requests, {} told to wait, {} pages said wait first, {} hints already cached",
         report.prefetches,
         report.prefetch_bytes_per_s() / 1e3,
         report.demand_bytes_per_s() / 1e3,
@@ -122,6 +122,7 @@ fn run_agents(
         report.prefetch_refused,
         report.hint_requests,
         report.hint_waits,
+        report.page_waits,
         report.cache_skips
     );
     if let Some(path) = &args.json {

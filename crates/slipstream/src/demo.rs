@@ -248,13 +248,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("  try:     curl -sI {base}/assets/large.bin | grep -i cache-status");
         println!(
             "warm-up: {} requests answered, {:.0} req/s; {} prefetching clients fetched {} \
-             prefetches ({} hint requests, {} told to wait)",
+             prefetches ({} hint requests, {} told to wait, {} pages said wait first)",
             warm.completed,
             warm.throughput_rps(),
             prefetched.demand.completed,
             prefetched.prefetches,
             prefetched.hint_requests,
-            prefetched.hint_waits
+            prefetched.hint_waits,
+            prefetched.page_waits
         );
         println!("coop warm-up: {coop_hits} of its requests answered by the cooperative cache");
         while signals.next().await != slipstream_node::bootstrap::Asked::Stop {}

@@ -200,6 +200,75 @@ fn a_failing_probe_leaves_no_budget_and_every_client_is_told_to_wait() {
     }
 }
 
+#[test]
+fn a_node_with_nothing_to_give_tells_its_pages_to_wait_and_no_agent_asks() {
+    // Every probe fails, so the budget halves to nothing: every hint request would be told to
+    // wait. The pages say so, and the agents wait without asking.
+    let site = pages();
+    std::fs::write(
+        site.path().join("p.html"),
+        "<html><head><title>p</title></head><body>p</body></html>",
+    )
+    .expect("write");
+    let node = overloaded_node(site.path(), &["--set", "prefetch.shed=false"]);
+    wait_until(node.addr, "the budget halved to nothing", |s| {
+        s["budget_per_s"].as_f64().unwrap() < 0.01
+    });
+    let page = get(node.addr, "/p.html");
+    assert_eq!(page.status, 200);
+    let wait: u64 = page
+        .header("slipstream-hints-wait-ms")
+        .expect("a wait on the page")
+        .parse()
+        .expect("milliseconds");
+    // As a hint request refused for want of budget is told: the longest wait's second half.
+    assert!((2_500..=5_000).contains(&wait), "{wait}");
+    let html = String::from_utf8_lossy(&page.body);
+    assert!(
+        html.contains(&format!(r#"data-hints-wait-ms="{wait}""#)),
+        "the munged script carries the same wait: {html}"
+    );
+    // Not on what is not a page.
+    std::fs::write(site.path().join("t.txt"), "t").expect("write");
+    assert_eq!(
+        get(node.addr, "/t.txt").header("slipstream-hints-wait-ms"),
+        None
+    );
+    let before = status(node.addr);
+    let urls = site.path().join("urls.txt");
+    std::fs::write(&urls, "/p.html\n").expect("write");
+    let json = site.path().join("run.json");
+    run_agents(
+        node.addr,
+        &urls,
+        &[
+            "--agents",
+            "hinted",
+            "--duration",
+            "1s",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let run: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("read run.json")).expect("json");
+    let after = status(node.addr);
+    let documents = run["demand"]["completed"].as_u64().expect("completed");
+    assert!(documents >= 10, "{run}");
+    // Every client's page said wait, longer than its 1 s visit: none asked.
+    assert_eq!(run["page_waits"].as_u64(), Some(documents), "{run}");
+    assert_eq!(run["hint_requests"], 0, "{run}");
+    assert_eq!(
+        after["waits"], before["waits"],
+        "hint requests reached the node"
+    );
+    assert_eq!(after["lists"], before["lists"]);
+    assert!(
+        after["page_waits"].as_u64().unwrap() >= before["page_waits"].as_u64().unwrap() + documents,
+        "{after}"
+    );
+}
+
 /// A node whose every probe fails (an overloaded server, as the monitor reads it), with
 /// `extra` settings, once its monitor has taken a sample.
 fn overloaded_node(site: &std::path::Path, extra: &[&str]) -> crate::support::Node {
@@ -381,6 +450,8 @@ fn pages_name_the_prefetch_listener_and_the_agents_ask_it_for_every_hint_list() 
     let page = get(node.addr, "/p.html");
     assert_eq!(page.status, 200);
     assert_eq!(page.header("slipstream-prefetch-base"), Some(base.as_str()));
+    // With a budget (here unlimited) a page never tells its agent to wait.
+    assert_eq!(page.header("slipstream-hints-wait-ms"), None);
     let html = String::from_utf8_lossy(&page.body);
     assert!(
         html.contains(&format!(r#"data-prefetch-base="{base}""#)),

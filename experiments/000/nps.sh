@@ -138,7 +138,7 @@ done
 mkdir -p "$OUT/nps"
 csv="$OUT/nps/runs.csv"
 bcsv="$OUT/nps/bursty.csv"
-header="rep,rate,policy,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kBps,prefetch_kBps,prefetches,hint_requests,hint_waits,errors,final_budget,server_load,bench_cpu,server_stretch,server_wait,cpu_pressure,steal_ms_per_s,throttled_share,lag_mean_ms,prefetch_refused,error_kinds"
+header="rep,rate,policy,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kBps,prefetch_kBps,prefetches,hint_requests,hint_waits,errors,final_budget,server_load,bench_cpu,server_stretch,server_wait,cpu_pressure,steal_ms_per_s,throttled_share,lag_mean_ms,prefetch_refused,page_waits,error_kinds"
 echo "$header" > "$csv"
 echo "$header" > "$bcsv"
 
@@ -269,7 +269,7 @@ else:
 print(f'{sys.argv[3]},{r["documents_per_s"]:.1f},{l["mean"]:.3f},{l["p50"]:.3f},{l["p90"]:.3f},{l["p99"]:.3f},'
       f'{r["demand_bytes_per_s"]/1e3:.1f},{r["prefetch_bytes_per_s"]/1e3:.1f},{r["prefetches"]},'
       f'{r["hint_requests"]},{r["hint_waits"]},{errors},{s["budget_per_s"]:.1f},{load},{(user + system) / wall:.3f},'
-      f'{stretch:.3f},{wait:.3f},{pressure:.3f},{steal:.2f},{throttled},{lag},{r.get("prefetch_refused", "")},'
+      f'{stretch:.3f},{wait:.3f},{pressure:.3f},{steal:.2f},{throttled},{lag},{r.get("prefetch_refused", "")},{r.get("page_waits", "")},'
       + " ".join(f"{k}={v}" for k, v in sorted(d.get("errors", {}).items())))
 PY
 }

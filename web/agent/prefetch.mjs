@@ -12,8 +12,11 @@ export const PREFETCH_DEFAULTS = Object.freeze({
   min_bytes: 256 * 1024,
   /** A prefetched entry serves demand requests for this long, then is dropped. */
   ttl_ms: 5 * 60 * 1000,
-  /** Hint-server waits a page accepts before giving up. */
+  /** Waits a page accepts before giving up: the hint server's, and the page's own. */
   max_waits: 3,
+  /** A page's own wait is read only from a copy of the page this fresh (by its
+   * `data-hints-wait-at`): an older one is a cached copy, or the clocks disagree too much. */
+  page_wait_max_age_ms: 10000,
   /** The longest single wait. */
   max_wait_ms: 10000,
   /** Turns (hint lists) a page follows at most. */
@@ -61,13 +64,21 @@ export function readHints(json, origin) {
 }
 
 /**
- * Reads the wait a page asks for before its first hint request (its munged script's
- * `data-hints-wait-ms`, the `slipstream-hints-wait-ms` header's value): whole milliseconds, or
- * null for anything else (then the agent asks at once, and the hint server answers).
+ * What is left at `nowMs` of the wait a page asked for before its first hint request: its
+ * munged script's `data-hints-wait-ms`, given at `data-hints-wait-at` (Unix ms, the node's
+ * clock). Null, so that the agent asks at once and the hint server answers, for a malformed
+ * value, a wait already over, or a page given more than `page_wait_max_age_ms` from now in
+ * either direction (a cached copy, or clocks too far apart to tell). Never more than the wait
+ * itself, whatever the clocks say.
  */
-export function readPageWait(value) {
-  if (typeof value !== 'string' || !/^\d{1,9}$/.test(value.trim())) return null;
-  return Number(value.trim());
+export function pageWaitLeft(waitValue, atValue, nowMs, config = PREFETCH_DEFAULTS) {
+  const whole = (v, digits) => (typeof v === 'string' && new RegExp(`^\\d{1,${digits}}$`).test(v.trim()) ? Number(v.trim()) : null);
+  const wait = whole(waitValue, 9);
+  const at = whole(atValue, 15);
+  if (wait === null || at === null || !Number.isFinite(nowMs)) return null;
+  if (Math.abs(nowMs - at) > config.page_wait_max_age_ms) return null;
+  const left = Math.min(wait, at + wait - nowMs);
+  return left > 0 ? left : null;
 }
 
 /**

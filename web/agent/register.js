@@ -20,6 +20,7 @@
   // The wait before the first hint request when the node's hint server would only say wait
   // (data-hints-wait-ms: no budget now, or shedding); the worker reads it.
   var hintsWait = (script && script.getAttribute('data-hints-wait-ms')) || null;
+  var hintsWaitAt = (script && script.getAttribute('data-hints-wait-at')) || null;
   var swUrl = new URL('../sw.js', (script && script.src) || location.href).href;
   // Whether a worker answered this page's navigation: Navigation Timing's workerStart is 0
   // unless a service worker handled the request, and the page is controlled from its start.
@@ -78,6 +79,7 @@
           demandBytes: pageBytes(),
           base: prefetchBase,
           hintsWait: hintsWait,
+          hintsWaitAt: hintsWaitAt,
         });
       }).then(resolve, function () {
         resolve(null);

@@ -7,7 +7,7 @@
 // URL, sends the due probes, keeps the state in IndexedDB and answers the latency-table page.
 
 import { Agent, blockText, expandBlock, logicalKey, parseBlock } from './agent/agent.mjs';
-import { baseOrigin, byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints, readPageWait } from './agent/prefetch.mjs';
+import { baseOrigin, byteAllowance, isFresh, mayPrefetch, pageWaitLeft, PREFETCH_DEFAULTS, readHints } from './agent/prefetch.mjs';
 
 const DB_NAME = 'slipstream-agent';
 const DB_STORE = 'state';
@@ -482,7 +482,7 @@ const STORED_AT = 'x-slipstream-prefetched-at';
 const prefetchedAt = new Map();
 /** Pages with a prefetch in progress (one at a time each). */
 const prefetching = new Set();
-const prefetchStats = { asked: 0, lists: 0, waits: 0, page_waits: 0, gave_up: 0, fetched: 0, bytes: 0, failed: 0, refused: 0, served: 0, skipped: null };
+const prefetchStats = { asked: 0, lists: 0, waits: 0, page_waits: 0, asked_before_page_wait: null, gave_up: 0, fetched: 0, bytes: 0, failed: 0, refused: 0, served: 0, skipped: null };
 
 /** The entries a previous worker stored, read once: fresh ones kept, stale ones deleted. */
 const prefetchIndex = caches
@@ -503,8 +503,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /**
  * Prefetches for the page at `pagePath` (its previous page `prevPath`), which was `demandBytes`
  * long; `namedBase` is the prefetch listener the page named (its munged script's
- * `data-prefetch-base`), or null; `pageWaitMs` the wait the page asked for before the first
- * hint request (`data-hints-wait-ms`), or null.
+ * `data-prefetch-base`), or null; `pageWaitMs` what is left of the wait the page asked for
+ * before the first hint request (`pageWaitLeft`), or null.
  */
 async function prefetchFor(pagePath, prevPath, demandBytes, namedBase, pageWaitMs) {
   const gate = mayPrefetch(self.navigator?.connection);
@@ -526,9 +526,10 @@ async function prefetchFor(pagePath, prevPath, demandBytes, namedBase, pageWaitM
     // demand's thread.
     let hintBase = baseOrigin(namedBase) ?? self.location.origin;
     if (pageWaitMs !== null) {
-      // The page said the hint server would only tell it to wait (no budget now): wait as
-      // told, without asking; it counts as one of the waits a page accepts.
+      // The page said the hint server would only tell it to wait (no budget now): wait out
+      // what is left of it, without asking; it counts as one of the waits a page accepts.
       prefetchStats.page_waits++;
+      prefetchStats.asked_before_page_wait = prefetchStats.asked;
       waits++;
       await sleep(Math.min(pageWaitMs, PREFETCH_DEFAULTS.max_wait_ms));
     }
@@ -679,7 +680,7 @@ self.addEventListener('message', (event) => {
   if (data.type === 'slipstream-prefetch' && typeof data.url === 'string' && data.url.startsWith('/')) {
     const prev = typeof data.prev === 'string' && data.prev.startsWith('/') ? data.prev : null;
     event.waitUntil(
-      prefetchFor(data.url, prev, Number(data.demandBytes), data.base ?? null, readPageWait(data.hintsWait)).then(() =>
+      prefetchFor(data.url, prev, Number(data.demandBytes), data.base ?? null, pageWaitLeft(data.hintsWait, data.hintsWaitAt, Date.now())).then(() =>
         reply({ type: 'slipstream-prefetched', prefetch: { ...prefetchStats, entries: prefetchedAt.size } }),
       ),
     );

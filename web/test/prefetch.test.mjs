@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { baseOrigin, byteAllowance, isFresh, mayPrefetch, PREFETCH_DEFAULTS, readHints, readPageWait } from '../agent/prefetch.mjs';
+import { baseOrigin, byteAllowance, isFresh, mayPrefetch, pageWaitLeft, PREFETCH_DEFAULTS, readHints } from '../agent/prefetch.mjs';
 
 test('Save-Data and 2G connections do not prefetch; others and unknown ones do', () => {
   assert.equal(mayPrefetch(undefined).ok, true);
@@ -55,10 +55,20 @@ test('a prefetch base is an http(s) origin or nothing', () => {
   assert.equal(baseOrigin(undefined), null);
 });
 
-test('a page wait is whole milliseconds, and anything else is no wait', () => {
-  assert.equal(readPageWait('4200'), 4200);
-  assert.equal(readPageWait(' 0 '), 0);
-  for (const bad of [null, undefined, 4200, '', '-1', '1.5', '12ms', '1e3', '9999999999', 'NaN']) {
-    assert.equal(readPageWait(bad), null, String(bad));
+test("a page's wait is what is left of it, from a fresh copy of the page only", () => {
+  const at = 1_790_000_000_000;
+  // Read 300 ms after it was given: 3,900 ms left.
+  assert.equal(pageWaitLeft('4200', String(at), at + 300), 3900);
+  // A client clock 2 s behind the node's never waits longer than the page said.
+  assert.equal(pageWaitLeft('4200', String(at), at - 2000), 4200);
+  // Over, or given more than 10 s from now either way (a cached copy, or clocks too far
+  // apart): no wait, the agent asks.
+  assert.equal(pageWaitLeft('4200', String(at), at + 4200), null);
+  assert.equal(pageWaitLeft('4200', String(at), at + 10_001), null);
+  assert.equal(pageWaitLeft('4200', String(at), at - 10_001), null);
+  assert.equal(pageWaitLeft('0', String(at), at), null);
+  // Malformed: no wait.
+  for (const [w, a] of [[null, String(at)], ['4200', null], ['-1', String(at)], ['1.5', String(at)], ['12ms', String(at)], ['1e3', String(at)], ['9999999999', String(at)], ['4200', 'soon'], [4200, at]]) {
+    assert.equal(pageWaitLeft(w, a, at), null, `${w} ${a}`);
   }
 });

@@ -911,11 +911,11 @@ async fn prefetch(
         .filter(|_| plan.prefetching == Prefetching::Hinted)
     {
         sink.counts.page_waits.fetch_add(1, Ordering::Relaxed);
-        let again = Instant::now() + wait.max(Duration::from_millis(1));
-        if again >= leave {
-            return;
+        // A wait past the visit (or past any time: the header is the server's) ends it.
+        match Instant::now().checked_add(wait.max(Duration::from_millis(1))) {
+            Some(again) if again < leave => tokio::time::sleep_until(again).await,
+            _ => return,
         }
-        tokio::time::sleep_until(again).await;
     }
     while turn < turns && Instant::now() < leave {
         sink.counts.hint_requests.fetch_add(1, Ordering::Relaxed);

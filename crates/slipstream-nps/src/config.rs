@@ -147,11 +147,13 @@ pub struct Config {
     /// lists granted before a burst would otherwise keep arriving through it. `false`: the
     /// budget alone.
     pub shed: bool,
-    /// When the hint server would answer every hint request with a wait (no budget for a list
-    /// within the longest wait, or shedding), pages carry that wait (the
-    /// `slipstream-hints-wait-ms` header, and `data-hints-wait-ms` on the munged script), so
-    /// that agents wait without asking: a node with nothing to give then gets no hint request.
-    /// `false`: agents always ask.
+    /// When the hint server would answer (almost) every hint request with a wait (no budget for
+    /// a list within the longest wait, or shedding), pages carry that wait (the
+    /// `slipstream-hints-wait-ms` header; with `munge`, `data-hints-wait-ms` and the time it was
+    /// given, `data-hints-wait-at`, on the munged script), so that agents wait without asking:
+    /// a node with nothing to give then gets no hint request. The page's caching headers stay
+    /// as they are: a cached copy carries an old wait, which the browser agent ignores once it
+    /// is 10 s old. `false`: agents always ask.
     pub page_wait: bool,
     /// Send the `Speculation-Rules` header with pages, naming a rule set of the budgeted hints
     /// (`/_slipstream/speculationrules`), so browsers prefetch natively.

@@ -62,13 +62,17 @@ struct Munger {
 
 impl Munger {
     /// The script for a page whose prefetch listener is `prefetch_base` (if any) and whose
-    /// agent is told to wait `hints_wait` before its first hint request (if any).
+    /// agent is told to wait `hints_wait` before its first hint request (if any). The wait
+    /// goes with the time it was given (`data-hints-wait-at`, Unix milliseconds), so that an
+    /// agent reading a stale copy of the page (a browser's or a shared cache's) can tell.
     fn new(prefetch_base: Option<&str>, hints_wait: Option<PageWait>) -> Munger {
         let base = prefetch_base
             .map(|b| format!(r#" data-prefetch-base="{}""#, attribute_escaped(b)))
             .unwrap_or_default();
         let wait = hints_wait
-            .map(|PageWait(ms)| format!(r#" data-hints-wait-ms="{ms}""#))
+            .map(|PageWait { ms, at_unix_ms }| {
+                format!(r#" data-hints-wait-ms="{ms}" data-hints-wait-at="{at_unix_ms}""#)
+            })
             .unwrap_or_default();
         Munger {
             script: format!(
@@ -78,10 +82,14 @@ impl Munger {
     }
 }
 
-/// The wait, in milliseconds, a page's response told its agent ([`crate::HINTS_WAIT_HEADER`]);
-/// kept for the munger, so that the header and the script say the same.
+/// The wait, in milliseconds, a page's response told its agent ([`crate::HINTS_WAIT_HEADER`])
+/// and when (Unix milliseconds); kept for the munger, so that the header and the script say
+/// the same.
 #[derive(Debug, Clone, Copy)]
-struct PageWait(u64);
+struct PageWait {
+    ms: u64,
+    at_unix_ms: u64,
+}
 
 /// `s` escaped for a double-quoted HTML attribute value.
 fn attribute_escaped(s: &str) -> String {
@@ -264,10 +272,14 @@ impl Phase for Demand {
         // A page whose agent would only be told to wait says so itself, so that no hint
         // request is made for nothing.
         if let Some(wait) = self.nps.page_hint_wait() {
-            let ms = wait.as_millis() as u64;
+            // Rounded up: an agent that comes back early is refused again.
+            let ms = u64::try_from(wait.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
             res.headers
                 .insert(crate::HINTS_WAIT_HEADER, http::HeaderValue::from(ms));
-            ctx.extensions.insert(PageWait(ms));
+            let at_unix_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            ctx.extensions.insert(PageWait { ms, at_unix_ms });
         }
         if self.nps.settings().speculation_rules {
             let q: String = form_urlencoded::byte_serialize(url.as_bytes()).collect();
@@ -364,8 +376,15 @@ mod tests {
             r#"<script src="/_slipstream/agent/register.js" data-prefetch-base="http://127.0.0.1:8081" defer></script>"#
         );
         assert_eq!(
-            Munger::new(Some("http://127.0.0.1:8081"), Some(PageWait(4200))).script,
-            r#"<script src="/_slipstream/agent/register.js" data-prefetch-base="http://127.0.0.1:8081" data-hints-wait-ms="4200" defer></script>"#
+            Munger::new(
+                Some("http://127.0.0.1:8081"),
+                Some(PageWait {
+                    ms: 4200,
+                    at_unix_ms: 1_790_000_000_000
+                })
+            )
+            .script,
+            r#"<script src="/_slipstream/agent/register.js" data-prefetch-base="http://127.0.0.1:8081" data-hints-wait-ms="4200" data-hints-wait-at="1790000000000" defer></script>"#
         );
         assert_eq!(
             attribute_escaped(r#"http://x/"><script>&"#),

@@ -117,6 +117,9 @@ pub struct Nps {
     pub hint_requests_via_listener: AtomicU64,
     /// Pages that told their agent to wait instead of asking ([`Nps::page_hint_wait`]).
     pub page_waits: AtomicU64,
+    /// The monitor's budget after its last sample (an `f64`'s bits), for a look without the
+    /// lock on every page served.
+    budget_now: AtomicU64,
     /// The prefetch listener, once bound, and the base URL hint lists send clients to.
     listener: parking_lot::RwLock<Option<(listener::Applied, String)>>,
 }
@@ -187,6 +190,7 @@ impl Nps {
     /// NPS with `settings`, untrained.
     pub fn new(settings: Settings) -> Nps {
         let monitor = Monitor::new(settings.monitor.clone());
+        let budget_now = AtomicU64::new(monitor.budget_per_s().to_bits());
         let threshold = settings.monitor.threshold;
         Nps {
             model: Mutex::new(Hints::new(settings.model.clone())),
@@ -223,6 +227,7 @@ impl Nps {
             shed_hint_requests: AtomicU64::new(0),
             hint_requests_via_listener: AtomicU64::new(0),
             page_waits: AtomicU64::new(0),
+            budget_now,
             listener: parking_lot::RwLock::new(None),
         }
     }
@@ -290,6 +295,13 @@ impl Nps {
             return None;
         }
         let shedding = self.shedding();
+        // The common case, a list's worth of budget within the longest wait, answered without
+        // the lock.
+        let longest = self.settings.epoch * slipstream_prefetch::budget::MAX_WAIT_EPOCHS;
+        let budget = f64::from_bits(self.budget_now.load(Ordering::Relaxed));
+        if !shedding && budget * longest.as_secs_f64() >= self.settings.doc_files as f64 {
+            return None;
+        }
         let wait =
             self.with_budget(|d, now, budget, rng| d.page_wait(now, budget, shedding, rng))?;
         self.page_waits.fetch_add(1, Ordering::Relaxed);
@@ -396,6 +408,8 @@ impl Nps {
         }
         c.monitor.set_load(load);
         let (next, change) = c.monitor.sample(rt);
+        self.budget_now
+            .store(c.monitor.budget_per_s().to_bits(), Ordering::Relaxed);
         self.shedding.store(
             self.settings.shed && self.settings.budget == Budget::Monitor && c.monitor.overloaded(),
             Ordering::Relaxed,
@@ -423,8 +437,8 @@ impl Nps {
         next
     }
 
-    /// Records a failed probe for the status (the sample it belonged to reports the failure to
-    /// the budget).
+    /// Records a failed probe for the status. (The budget hears of a failed probe through the
+    /// sample it belonged to, [`Nps::sample`]; the start-up probes are no sample.)
     pub fn probe_failed(&self, failure: &monitor::ProbeFailure) {
         let at_ms = self.started.elapsed().as_millis() as u64;
         let mut c = self.control.lock();

@@ -157,7 +157,12 @@ impl Distributor {
     /// The probability p = min(1, B·τ / (N·D)) of granting a list in the current epoch, for a
     /// budget of `budget_per_s` files a second. N is at least 1.
     pub fn p(&self, budget_per_s: f64) -> f64 {
-        let n = self.estimate.max(1) as f64;
+        self.p_with(self.estimate, budget_per_s)
+    }
+
+    /// p for an estimate N of `estimate` requests an epoch (at least 1).
+    fn p_with(&self, estimate: u64, budget_per_s: f64) -> f64 {
+        let n = estimate.max(1) as f64;
         let p = budget_per_s * self.epoch.as_secs_f64() / (n * self.doc_files as f64);
         p.clamp(0.0, 1.0)
     }
@@ -363,14 +368,18 @@ impl Distributor {
 }
 
 impl Distributor {
-    /// The wait a page tells its agent at `now`, before any hint request: `Some` when every
-    /// hint request would be told to wait now, so that the agent waits without asking (a node
-    /// with nothing to give gets no hint request). That is while `shedding` (the wait of a
-    /// refusal at this budget, as [`Distributor::refuse`] gives), or when the budget does not
-    /// reach one list within the longest wait ([`MAX_WAIT_EPOCHS`]): then a time in the
-    /// longest wait's second half, as a request refused for want of budget is told. Otherwise
-    /// `None`: the agent asks, and the hint request is distributed as usual. Nothing is
-    /// counted: no hint request arrived.
+    /// The wait a page tells its agent at `now`, before any hint request: `Some` when a hint
+    /// request now would be told to wait (all of them, or all but a few), so that the agent
+    /// waits without asking and a node with nothing to give gets no hint request. That is:
+    /// - while `shedding`: the wait of a refusal at this budget, as [`Distributor::refuse`]
+    ///   gives (at least to the next epoch, about 1/p − 1 epochs more);
+    /// - when the budget does not reach one list within the longest wait ([`MAX_WAIT_EPOCHS`]
+    ///   epochs) and, paced, no slot is due within it: a time in the longest wait's second
+    ///   half, as a request refused for want of budget is told. (Unpaced, such a budget still
+    ///   grants a list to a few first requests of an epoch, with probability p.)
+    ///
+    /// Otherwise `None`: the agent asks, and its hint request is distributed as usual.
+    /// Nothing is counted: no hint request arrived.
     pub fn page_wait(
         &self,
         now: Duration,
@@ -379,11 +388,28 @@ impl Distributor {
         rng: &mut impl Rng,
     ) -> Option<Duration> {
         if shedding {
-            return Some(self.wait(now, self.p(budget_per_s), rng));
+            return Some(self.wait(now, self.p_at(now, budget_per_s), rng));
         }
         let longest = self.epoch * MAX_WAIT_EPOCHS;
         let files_in_longest = budget_per_s.max(0.0) * longest.as_secs_f64();
-        (files_in_longest < self.doc_files as f64).then(|| longest.mul_f64(rng.gen_range(0.5..1.0)))
+        let slot_due = self.paced && self.next_list.is_some_and(|t| t <= now + longest);
+        (files_in_longest < self.doc_files as f64 && !slot_due)
+            .then(|| longest.mul_f64(rng.gen_range(0.5..1.0)))
+    }
+
+    /// p as [`Distributor::p`] would give it once the epoch of `now` has begun, without
+    /// counting anything: the estimate N is the previous epoch's requests only when `now`
+    /// falls in the epoch right after the last request's, as `advance` would make it.
+    fn p_at(&self, now: Duration, budget_per_s: f64) -> f64 {
+        let epoch = (now.as_nanos() / self.epoch.as_nanos()) as u64;
+        let estimate = if epoch == self.current {
+            self.estimate
+        } else if epoch == self.current + 1 {
+            self.arrived
+        } else {
+            0
+        };
+        self.p_with(estimate, budget_per_s)
     }
 
     /// Admits one prefetch of a single file that the client chose itself (a browser's native
@@ -482,9 +508,13 @@ mod tests {
         assert_eq!(d.page_wait(Duration::ZERO, 10.0, false, &mut rng), None);
         // Just enough for one list within the longest wait (10 files in 5 s): it asks.
         assert_eq!(d.page_wait(Duration::ZERO, 2.0, false, &mut rng), None);
+        // Just under it, with no slot set yet: a wait.
+        assert!(d.page_wait(Duration::ZERO, 1.99, false, &mut rng).is_some());
         // Less, or none: the wait a refused request gets, and the hint server would indeed
-        // refuse every request.
-        for budget in [1.99, 0.001, 0.0] {
+        // refuse every request. (A fresh distributor for each budget: the first request sets
+        // the next slot one interval off, and a slot set by a larger budget is still due.)
+        for budget in [1.0, 0.001, 0.0] {
+            d = Distributor::new(100 * MS, 10).paced(true);
             for i in 0..100u32 {
                 let now = i * 7 * MS;
                 let w = d.page_wait(now, budget, false, &mut rng).expect("a wait");
@@ -504,7 +534,40 @@ mod tests {
         }
         // Nothing was counted as a hint request.
         let t = d.totals();
-        assert_eq!((t.lists, t.waits), (0, 300));
+        assert_eq!((t.lists, t.waits), (0, 100));
+        // Shedding long after the last request: p as the next request would see it (no
+        // estimate left, so p = 1 at this budget), a wait within the next epoch, not the
+        // long wait an old estimate of 100 requests an epoch would give.
+        for i in 0..100 {
+            d.request(10 * MS * 100 + i * 10 * MS / 100, 0.0, &mut rng);
+        }
+        // Into the next epoch, whose estimate is now those 100 requests.
+        d.request(1100 * MS, 0.0, &mut rng);
+        assert!(d.p(1e3) < 0.11);
+        let later = 100 * MS * 50;
+        let w = d.page_wait(later, 1e3, true, &mut rng).expect("a wait");
+        assert!(w <= 200 * MS, "{w:?}");
+    }
+
+    #[test]
+    fn a_page_does_not_say_wait_while_a_paced_slot_is_due_within_the_longest_wait() {
+        let mut d = Distributor::new(100 * MS, 10).paced(true);
+        let mut rng = StdRng::seed_from_u64(22);
+        // At 10 files/s the first request sets the next slot a second later.
+        assert!(matches!(
+            d.request(Duration::ZERO, 10.0, &mut rng),
+            Grant::Wait(_)
+        ));
+        // The budget falls under a list in 5 s, but that slot is still due within them: the
+        // agent asks (and can take it), where with no slot due it would be told to wait.
+        assert_eq!(d.page_wait(500 * MS, 1.0, false, &mut rng), None);
+        assert_eq!(
+            d.request(1000 * MS, 1.0, &mut rng),
+            Grant::List(10),
+            "the slot set at 10 files/s"
+        );
+        // The next slot is 10 s off at 1 file/s: now the page says wait.
+        assert!(d.page_wait(1100 * MS, 1.0, false, &mut rng).is_some());
     }
 
     #[test]

@@ -224,9 +224,13 @@ fn a_node_with_nothing_to_give_tells_its_pages_to_wait_and_no_agent_asks() {
     // As a hint request refused for want of budget is told: the longest wait's second half.
     assert!((2_500..=5_000).contains(&wait), "{wait}");
     let html = String::from_utf8_lossy(&page.body);
+    // The munged script carries the same wait, and when it was given (so that an agent can
+    // tell a stale cached copy).
     assert!(
-        html.contains(&format!(r#"data-hints-wait-ms="{wait}""#)),
-        "the munged script carries the same wait: {html}"
+        html.contains(&format!(
+            r#"data-hints-wait-ms="{wait}" data-hints-wait-at=""#
+        )),
+        "{html}"
     );
     // Not on what is not a page.
     std::fs::write(site.path().join("t.txt"), "t").expect("write");

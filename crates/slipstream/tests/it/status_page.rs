@@ -201,6 +201,11 @@ fn a_prefetching_nodes_status_page_shows_its_monitor() {
     assert!(dom.contains("id=\"c-budget\""), "{dom}");
     assert!(dom.contains("id=\"c-load\""), "{dom}");
     assert!(dom.contains("lists,"), "the budget's summary line:\n{dom}");
+    // Pages that told their agent to wait instead of asking (`page_wait`, on by default).
+    assert!(
+        dom.contains("pages said wait"),
+        "the budget's summary line counts the pages' waits:\n{dom}"
+    );
     // The listener's CPU priority as applied (SCHED_IDLE, or nice 19 where refused), and the
     // load chart says the listener's idle-priority work is not in it.
     assert!(

@@ -243,16 +243,12 @@ fn a_probe_path_that_answers_404_is_named_on_the_status_page() {
             "prefetch.threshold_ms=2s",
         ],
     );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !String::from_utf8_lossy(&get(node.addr, "/_slipstream/prefetch").body)
-        .contains("\"last_probe_failure\":{")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no probe failure was recorded"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    crate::support::wait_for_json(
+        node.addr,
+        "/_slipstream/prefetch",
+        "a probe failure recorded",
+        |s| s["last_probe_failure"].is_object(),
+    );
     let dom = status_dom(node.addr);
     assert!(
         dom.contains("/missing.txt answered 404 Not Found"),

@@ -370,7 +370,9 @@ impl Distributor {
 impl Distributor {
     /// The wait a page tells its agent at `now`, before any hint request: `Some` when a hint
     /// request now would be told to wait (all of them, or all but a few), so that the agent
-    /// waits without asking and a node with nothing to give gets no hint request. That is:
+    /// waits without asking and a node with nothing to give gets no hint request. (000 §3.3
+    /// answers such requests with "a zero length hint list" and a retry at the next epoch;
+    /// here the page gives that answer before the request is made.) That is:
     /// - while `shedding`: the wait of a refusal at this budget, as [`Distributor::refuse`]
     ///   gives (at least to the next epoch, about 1/p − 1 epochs more);
     /// - when the budget does not reach one list within the longest wait ([`MAX_WAIT_EPOCHS`]

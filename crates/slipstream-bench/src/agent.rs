@@ -807,6 +807,19 @@ async fn fetch(
         .map_err(|_| ErrorKind::Timeout)?
 }
 
+/// Waits `wait` (at least 1 ms) as a client told to wait does, unless that would end at or
+/// after `leave`, when the client leaves at once: `false`. (The wait comes from the server, so
+/// any value must be safe, however large.)
+async fn wait_within_visit(wait: Duration, leave: Instant) -> bool {
+    match Instant::now().checked_add(wait.max(Duration::from_millis(1))) {
+        Some(again) if again < leave => {
+            tokio::time::sleep_until(again).await;
+            true
+        }
+        _ => false,
+    }
+}
+
 /// One client (the `n`-th, arrived in timeline bucket `bucket`): its document (`files[0]` is
 /// the page). When it goes on to prefetch (the document loaded and the plan prefetches), the
 /// base its first hint request goes to (the one the page names, [`PREFETCH_BASE_HEADER`], else
@@ -911,10 +924,8 @@ async fn prefetch(
         .filter(|_| plan.prefetching == Prefetching::Hinted)
     {
         sink.counts.page_waits.fetch_add(1, Ordering::Relaxed);
-        // A wait past the visit (or past any time: the header is the server's) ends it.
-        match Instant::now().checked_add(wait.max(Duration::from_millis(1))) {
-            Some(again) if again < leave => tokio::time::sleep_until(again).await,
-            _ => return,
+        if !wait_within_visit(wait, leave).await {
+            return;
         }
     }
     while turn < turns && Instant::now() < leave {
@@ -941,11 +952,9 @@ async fn prefetch(
         let prefetch_base = fixed_base.clone().unwrap_or_else(|| hint_base.clone());
         if let Some(ms) = answer["retry_after_ms"].as_u64() {
             sink.counts.hint_waits.fetch_add(1, Ordering::Relaxed);
-            let again = Instant::now() + Duration::from_millis(ms.max(1));
-            if again >= leave {
+            if !wait_within_visit(Duration::from_millis(ms), leave).await {
                 return;
             }
-            tokio::time::sleep_until(again).await;
             continue;
         }
         let hints: Vec<String> = answer["hints"]

@@ -12,3 +12,16 @@ pub mod status;
 
 pub use body::Body;
 pub use slipstream_http_rules::{conditional, range, rfc9111};
+
+/// An error and its sources, `: `-separated, for logs and status pages (hyper's own message
+/// alone is often just "error trying to connect").
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}

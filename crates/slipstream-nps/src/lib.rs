@@ -297,9 +297,14 @@ impl Nps {
         let shedding = self.shedding();
         // The common case, a list's worth of budget within the longest wait, answered without
         // the lock.
-        let longest = self.settings.epoch * slipstream_prefetch::budget::MAX_WAIT_EPOCHS;
         let budget = f64::from_bits(self.budget_now.load(Ordering::Relaxed));
-        if !shedding && budget * longest.as_secs_f64() >= self.settings.doc_files as f64 {
+        if !shedding
+            && slipstream_prefetch::budget::reaches_a_list_within_the_longest_wait(
+                self.settings.epoch,
+                self.settings.doc_files,
+                budget,
+            )
+        {
             return None;
         }
         let wait =

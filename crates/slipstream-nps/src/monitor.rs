@@ -196,32 +196,19 @@ async fn probe(
         let res = client
             .request(req)
             .await
-            .map_err(|e| ProbeFailure::Exchange(error_chain(&e)))?;
+            .map_err(|e| ProbeFailure::Exchange(slipstream_http::error_chain(&e)))?;
         if !res.status().is_success() {
             return Err(ProbeFailure::Status(res.status()));
         }
         res.into_body()
             .collect()
             .await
-            .map_err(|e| ProbeFailure::Exchange(error_chain(&e)))?;
+            .map_err(|e| ProbeFailure::Exchange(slipstream_http::error_chain(&e)))?;
         Ok(start.elapsed())
     };
     tokio::time::timeout(timeout, exchange)
         .await
         .unwrap_or(Err(ProbeFailure::TimedOut(timeout)))
-}
-
-/// An error and its sources, `: `-separated (hyper's own message alone is often just "error
-/// trying to connect").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 fn mean(v: &[Duration]) -> Option<Duration> {

@@ -32,6 +32,19 @@ use rand::Rng;
 /// A refused client waits at most this many epochs.
 pub const MAX_WAIT_EPOCHS: u32 = 50;
 
+/// Whether a budget of `budget_per_s` files a second reaches one list of `doc_files` within
+/// the longest wait ([`MAX_WAIT_EPOCHS`] epochs of `epoch`). Under it, a request refused for
+/// want of budget is sent away for most of that wait, and [`Distributor::page_wait`] tells a
+/// page so; a caller can check it without the distributor (and its lock) for the common case.
+pub fn reaches_a_list_within_the_longest_wait(
+    epoch: Duration,
+    doc_files: usize,
+    budget_per_s: f64,
+) -> bool {
+    let longest = epoch * MAX_WAIT_EPOCHS;
+    budget_per_s.max(0.0) * longest.as_secs_f64() >= doc_files as f64
+}
+
 /// The answer to one hint request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Grant {
@@ -167,17 +180,30 @@ impl Distributor {
         p.clamp(0.0, 1.0)
     }
 
-    fn advance(&mut self, now: Duration) {
-        let epoch = (now.as_nanos() / self.epoch.as_nanos()) as u64;
+    /// The number of the epoch `now` falls in.
+    fn epoch_of(&self, now: Duration) -> u64 {
+        (now.as_nanos() / self.epoch.as_nanos()) as u64
+    }
+
+    /// The estimate N in force during epoch number `epoch` (at or after the current one): the
+    /// previous epoch's requests. An epoch with no requests between two others leaves an
+    /// estimate of 0 (then 1).
+    fn estimate_in(&self, epoch: u64) -> u64 {
         if epoch == self.current {
-            return;
-        }
-        // An epoch with no requests between two others leaves an estimate of 0 (then 1).
-        self.estimate = if epoch == self.current + 1 {
+            self.estimate
+        } else if epoch == self.current + 1 {
             self.arrived
         } else {
             0
-        };
+        }
+    }
+
+    fn advance(&mut self, now: Duration) {
+        let epoch = self.epoch_of(now);
+        if epoch == self.current {
+            return;
+        }
+        self.estimate = self.estimate_in(epoch);
         self.current = epoch;
         self.arrived = 0;
         self.granted = 0;
@@ -393,25 +419,16 @@ impl Distributor {
             return Some(self.wait(now, self.p_at(now, budget_per_s), rng));
         }
         let longest = self.epoch * MAX_WAIT_EPOCHS;
-        let files_in_longest = budget_per_s.max(0.0) * longest.as_secs_f64();
         let slot_due = self.paced && self.next_list.is_some_and(|t| t <= now + longest);
-        (files_in_longest < self.doc_files as f64 && !slot_due)
-            .then(|| longest.mul_f64(rng.gen_range(0.5..1.0)))
+        let reaches =
+            reaches_a_list_within_the_longest_wait(self.epoch, self.doc_files, budget_per_s);
+        (!reaches && !slot_due).then(|| longest.mul_f64(rng.gen_range(0.5..1.0)))
     }
 
     /// p as [`Distributor::p`] would give it once the epoch of `now` has begun, without
-    /// counting anything: the estimate N is the previous epoch's requests only when `now`
-    /// falls in the epoch right after the last request's, as `advance` would make it.
+    /// counting anything (`advance` would set the same estimate).
     fn p_at(&self, now: Duration, budget_per_s: f64) -> f64 {
-        let epoch = (now.as_nanos() / self.epoch.as_nanos()) as u64;
-        let estimate = if epoch == self.current {
-            self.estimate
-        } else if epoch == self.current + 1 {
-            self.arrived
-        } else {
-            0
-        };
-        self.p_with(estimate, budget_per_s)
+        self.p_with(self.estimate_in(self.epoch_of(now)), budget_per_s)
     }
 
     /// Admits one prefetch of a single file that the client chose itself (a browser's native

@@ -114,14 +114,7 @@ impl UpstreamError {
 
     /// The whole cause chain, for logs.
     pub fn chain(&self) -> String {
-        let mut s = self.to_string();
-        let mut cur = std::error::Error::source(self);
-        while let Some(e) = cur {
-            s.push_str(": ");
-            s.push_str(&e.to_string());
-            cur = e.source();
-        }
-        s
+        slipstream_http::error_chain(self)
     }
 }
 

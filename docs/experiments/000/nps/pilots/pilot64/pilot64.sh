@@ -4,7 +4,8 @@
 # core 0 beside the server, with and without the /dev/cpu_dma_latency request nps.sh holds;
 # (2) a slipstream node (the nps.sh server, 25 µs of CPU a request) probed by one keep-alive
 # client after gaps of 0-100 ms; (3) the monitor's own probes of an idle node (5 an epoch,
-# 20 ms apart) against its start-up curve's back-to-back probes at concurrency 1.
+# 20 ms apart) against its start-up curve's back-to-back probes at concurrency 1; (4) the
+# probes of the 9fe872a run's Monitors, run by run, against their prefetch bandwidth.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../../../../.."
@@ -21,9 +22,10 @@ start() {
   for _ in $(seq 100); do grep -q "slipstream serve:" "$site/out" && break; sleep 0.1; done
   port=$(grep -o '127.0.0.1:[0-9]*' "$site/out" | head -1 | cut -d: -f2)
 }
-echo "== (2) a slipstream node, one client after gaps"
+echo "== (2) a slipstream node, one client after gaps, no latency request"
 start --set prefetch.budget=unlimited
 for c in 1 0; do echo "client core $c:"; taskset -c "$c" python3 "$here/gap.py" 127.0.0.1 "$port"; done
+( qos && echo "== (2) the same node, cpu_dma_latency 0 held" && for c in 1 0; do echo "client core $c:"; taskset -c "$c" python3 "$here/gap.py" 127.0.0.1 "$port"; done ) || echo "(no /dev/cpu_dma_latency)"
 kill "$SP"; wait "$SP" 2>/dev/null || true
 echo "== (3) the monitor's probes of an idle node (six fresh nodes)"
 for i in 1 2 3 4 5 6; do
@@ -36,3 +38,5 @@ s = json.load(sys.stdin); xs = [x['rt_us'] for x in s['samples'] if x['rt_us']]
 print('node', $i, 'epoch samples', len(xs), 'median', st.median(xs), 'us; start-up curve at 1, 2, 4:', s['startup_curve'][:3])"
   kill "$SP"; wait "$SP" 2>/dev/null || true
 done
+echo "== (4) the 9fe872a run's probes, by run (its status files)"
+python3 "$here/probe_medians.py" docs/experiments/000/nps

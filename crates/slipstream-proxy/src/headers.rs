@@ -39,7 +39,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Request fields that name the host, scheme or URL the client used; an origin that trusts
 /// them can be made to build pages for another host, which a cache would then keep.
-const FORWARDED: [&str; 7] = [
+pub const FORWARDED: [&str; 7] = [
     "x-forwarded-host",
     "x-forwarded-proto",
     "x-forwarded-port",

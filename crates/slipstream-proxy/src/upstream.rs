@@ -12,7 +12,7 @@
 //! response head ([`Select::timeout`], capped by the configured upstream timeout), and learns
 //! the outcome ([`Select::record`]); an exchange abandoned half-way (the client went away) is
 //! recorded as [`Outcome::Cancelled`]. The probes a policy asks for ([`Select::probes`]) are
-//! sent by the task of `probe.rs` through [`Upstreams::probe`].
+//! sent by the task of `probe.rs` through `Upstreams::probe` (crate-private).
 //!
 //! Requests to a parent use the absolute form (`GET http://origin/path`), which is how a child
 //! asks a parent for another server's resource (RFC 9112 §3.2.2); the parent's connector marks

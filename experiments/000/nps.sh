@@ -5,7 +5,7 @@
 # and under a bursty load (Fig. 6). Every run gets a fresh server; policies are interleaved
 # within each rate; every run is recorded in runs.csv and bursty.csv.
 #
-#   ./experiments/000/nps.sh            # LEVELS, REPS, WARM, RUN, SHARE, THRESHOLDS, BURST_* below
+#   ./experiments/000/nps.sh            # LEVELS, REPS, WARM, RUN, SHARE, THRESHOLDS, BURST_*, FIRST_REP below
 #
 # The server runs on core 0 with one worker. The paper's 450 MHz server was half as fast as its
 # 930 MHz clients; as fast as the load generator on the other core, our server would never be
@@ -56,12 +56,29 @@ ARRIVALS=${ARRIVALS:-constant}     # the agents' arrivals: "constant" (httperf's
                                    # "poisson" (exponential gaps of the same mean)
 LATENCY_QOS=${LATENCY_QOS:-1}      # 1: hold /dev/cpu_dma_latency at 0 during the runs (below)
 CLIENT_BALLAST=${CLIENT_BALLAST:-0} # 1: keep the load generator's core busy at SCHED_IDLE in every run (below)
+FIRST_REP=${FIRST_REP:-1}          # > 1: go on with an earlier invocation's run in OUT, from this
+                                   # repetition on, appending to its CSVs (its settings, below)
+case $FIRST_REP in ''|*[!0-9]*|0) echo "FIRST_REP must be a repetition number from 1, not $FIRST_REP" >&2; exit 2 ;; esac
+[ "$FIRST_REP" -le "$REPS" ] || { echo "FIRST_REP ($FIRST_REP) is past REPS ($REPS): nothing to run" >&2; exit 2; }
 
 cargo build --release --locked -p slipstream >&2
 B=$PWD/target/release/slipstream
 work=$(mktemp -d)
 cleanup() { [ -n "${SP:-}" ] && kill "$SP" 2>/dev/null; [ -n "${BP:-}" ] && kill "$BP" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
+# A run that fails says which command failed, and what its server said, before the work
+# directory goes.
+set -E
+failed() {  # once: the trap fires in command substitutions' subshells too (set -E)
+  [ -e "$work/failed" ] && return 0
+  : > "$work/failed"
+  echo "nps.sh: line $1 failed: $2" >&2
+  for f in "$work"/serve.err "$work"/serve.out; do
+    [ -s "$f" ] && { echo "--- $f (last lines):" >&2; tail -20 "$f" >&2; }
+  done
+  return 0
+}
+trap 'failed "$LINENO" "$BASH_COMMAND"' ERR
 
 # The site: 100 documents, each a page and nine embedded images (1,000 files of 8 KB). Clients
 # arrive at pages (the images have weight 0 in the URL list) and fetch the nine that follow.
@@ -139,8 +156,43 @@ mkdir -p "$OUT/nps"
 csv="$OUT/nps/runs.csv"
 bcsv="$OUT/nps/bursty.csv"
 header="rep,rate,policy,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kBps,prefetch_kBps,prefetches,hint_requests,hint_waits,errors,final_budget,server_load,bench_cpu,server_stretch,server_wait,cpu_pressure,steal_ms_per_s,throttled_share,lag_mean_ms,prefetch_refused,page_waits,error_kinds"
-echo "$header" > "$csv"
-echo "$header" > "$bcsv"
+# What the repetitions of one run must share. A run split over invocations (FIRST_REP) goes on
+# only with the same settings, so that its CSVs never mix two configurations.
+settings="$OUT/nps/settings.txt"
+{
+  for v in LEVELS WARM RUN CPU_COST_US SHARE PERIOD_US THRESHOLDS CPU_TARGET MONITOR_AGENTS \
+    MONITOR_SET SERVE_SET LISTENER SPLIT_WARMUP BURSTY BURST_RATE BURST_SECONDS AGENT_PRIORITY \
+    AGENT_PREFETCH_CPU ARRIVALS LATENCY_QOS CLIENT_BALLAST DOC_FILES; do
+    printf '%s=%s\n' "$v" "${!v}"
+  done
+  echo "policies=$policies"
+} > "$work/settings.txt"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ "$FIRST_REP" = 1 ]; then
+  cp "$work/settings.txt" "$settings"
+  echo "commit=$commit" > "$OUT/nps/commits.txt"
+  echo "$header" > "$csv"
+  echo "$header" > "$bcsv"
+else
+  for f in "$csv" "$bcsv" "$settings"; do
+    [ -f "$f" ] || { echo "FIRST_REP=$FIRST_REP: $f is missing; start the run with FIRST_REP=1" >&2; exit 2; }
+  done
+  for f in "$csv" "$bcsv"; do
+    [ "$(head -1 "$f")" = "$header" ] || { echo "FIRST_REP=$FIRST_REP: $f has other columns than this script writes" >&2; exit 2; }
+  done
+  if ! diff -u "$settings" "$work/settings.txt" >&2; then
+    echo "FIRST_REP=$FIRST_REP: these settings differ from the run in $OUT/nps (above); set them as it had them" >&2
+    exit 2
+  fi
+  if awk -F, -v r="$FIRST_REP" 'FNR > 1 && $1 + 0 >= r + 0 { found = 1 } END { exit !found }' "$csv" "$bcsv"; then
+    echo "FIRST_REP=$FIRST_REP: $OUT/nps already has repetition $FIRST_REP or later" >&2
+    exit 2
+  fi
+  grep -qx "commit=$commit" "$OUT/nps/commits.txt" || {
+    echo "note: the run in $OUT/nps began at another commit ($(tr '\n' ' ' < "$OUT/nps/commits.txt")); this is $commit" >&2
+    echo "commit=$commit" >> "$OUT/nps/commits.txt"
+  }
+fi
 
 # Fig. 6's bursty load: each second's relative rate, a log-normal AR(1) process with spikes
 # (seeded, so every policy and repetition sees the same seconds). Not the IBM trace (we do not
@@ -274,8 +326,8 @@ print(f'{sys.argv[3]},{r["documents_per_s"]:.1f},{l["mean"]:.3f},{l["p50"]:.3f},
 PY
 }
 
-total=$(( REPS * ($(echo $LEVELS | wc -w) + BURSTY) * $(echo $policies | wc -w) )); n=0
-for rep in $(seq 1 "$REPS"); do
+total=$(( (REPS - FIRST_REP + 1) * ($(echo $LEVELS | wc -w) + BURSTY) * $(echo $policies | wc -w) )); n=0
+for rep in $(seq "$FIRST_REP" "$REPS"); do
   for rate in $LEVELS; do
     for policy in $policies; do
       n=$((n + 1)); echo "[$n/$total] rep $rep, $rate documents/s, $policy" >&2

@@ -1,0 +1,63 @@
+"""Counts the machine's stalls in a run directory of nps.sh: runs in which the load generator
+itself began a document more than LAG_MS late (its timeline's largest start lag in any 100 ms
+bucket). A generator that is tens of milliseconds behind was not running, so something on the
+machine (the host's steal, another process) stopped it; the server's documents of those
+buckets wait with it. Such a stall is the machine's, whichever policy's run it falls in, but a
+single one moves a run's mean response time by several per cent at 250 µs a request.
+
+For each policy and rate: the runs, how many had a stall, and the paired mean response time
+against No-Prefetching (as nps_table.py computes it) with and without the repetitions in
+which either run of the pair stalled.
+
+    python3 experiments/000/nps_stalls.py docs/experiments/000/slow/nps [LAG_MS]
+"""
+import csv
+import json
+import os
+import sys
+
+
+def largest_lag(path):
+    t = json.load(open(path))["timeline"]
+    return max(t.get("lag_max_ms") or [0.0])
+
+
+def main(run_dir, lag_ms):
+    rows = list(csv.DictReader(open(os.path.join(run_dir, "runs.csv"))))
+    rt, stalled = {}, {}
+    for r in rows:
+        key = (r["policy"], r["rate"], r["rep"])
+        rt[key] = float(r["doc_mean_ms"])
+        bench = os.path.join(run_dir, f"bench-{r['policy']}-{r['rate']}-{r['rep']}.json")
+        stalled[key] = os.path.exists(bench) and largest_lag(bench) > lag_ms
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    rates = sorted({r["rate"] for r in rows}, key=float)
+    print(f"Runs whose load generator began a document more than {lag_ms:g} ms late (stalls), "
+          "and the paired mean response time against No-Prefetching with every repetition and "
+          "without those in which either run stalled.\n")
+    print("| docs/s | policy | runs | stalled | paired, all | paired, no stall (reps) |")
+    print("|---|---|---|---|---|---|")
+    for rate in rates:
+        for p in policies:
+            reps = sorted((k[2] for k in rt if k[0] == p and k[1] == rate), key=int)
+            if not reps:
+                continue
+            n_stalled = sum(stalled[(p, rate, rep)] for rep in reps)
+            if p == "noprefetch":
+                print(f"| {rate} | {p} | {len(reps)} | {n_stalled} | | |")
+                continue
+            pairs = [(rep, rt[(p, rate, rep)] / rt[("noprefetch", rate, rep)] - 1)
+                     for rep in reps if ("noprefetch", rate, rep) in rt]
+            clean = [d for rep, d in pairs
+                     if not stalled[(p, rate, rep)] and not stalled[("noprefetch", rate, rep)]]
+
+            def pct(ds):
+                return f"{100 * sum(ds) / len(ds):+.1f} %" if ds else "–"
+            print(f"| {rate} | {p} | {len(reps)} | {n_stalled} | {pct([d for _, d in pairs])} "
+                  f"| {pct(clean)} ({len(clean)}) |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) == 3 else 20.0)

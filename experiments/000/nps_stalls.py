@@ -3,7 +3,9 @@ itself began a document more than LAG_MS late (its timeline's largest start lag 
 bucket). A generator that is tens of milliseconds behind was not running, so something on the
 machine (the host's steal, another process) stopped it; the server's documents of those
 buckets wait with it. Such a stall is the machine's, whichever policy's run it falls in, but a
-single one moves a run's mean response time by several per cent at 250 µs a request.
+single one moves a run's mean response time by several per cent at 250 µs a request. Where
+the server collapsed (No-Avoidance at high load) the generator falls behind because its
+clients all wait, so a count there is the policy's, not the machine's.
 
 For each policy and rate: the runs, how many had a stall, and the paired mean response time
 against No-Prefetching (as nps_table.py computes it) with and without the repetitions in

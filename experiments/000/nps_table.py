@@ -14,6 +14,11 @@ from collections import defaultdict
 # Several runs.csv files (pilot rounds of one invocation each) are read as one run: each file's
 # repetitions are numbered after the previous files', so that the paired tables pair them by
 # file. The bench and status files are read from beside the first only.
+# The bursty CSV is read from beside the first runs.csv (Fig. 6, below); given as an argument it
+# would be read as one more round and mix its runs into the constant-rate cell of its mean rate.
+for path in sys.argv[1:]:
+    if os.path.basename(path) == "bursty.csv":
+        sys.exit(f"{path}: the bursty runs are read from beside runs.csv; pass runs.csv files only")
 rows = []
 for path in sys.argv[1:]:
     offset = max((int(r["rep"]) for r in rows), default=0)

@@ -11,25 +11,19 @@ of the target's 5 %.
 import csv
 import sys
 
+from nps_paired import changes, response_times
+
 
 def main(runs_path, out_path, limit):
-    rows = list(csv.DictReader(open(runs_path)))
-    rt = {(r["rate"], r["policy"], r["rep"]): float(r["doc_mean_ms"]) for r in rows}
-    policies = list(dict.fromkeys(r["policy"] for r in rows))
-    rates = sorted({r["rate"] for r in rows}, key=float)
+    rt, policies, rates = response_times(runs_path)
     with open(out_path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["rate", "policy", "rt_change_pct"])
         for p in policies:
             for rate in rates:
-                changes = [rt[(rate, p, rep)] / base - 1
-                           for (r, q, rep), base in rt.items()
-                           if r == rate and q == "noprefetch" and (rate, p, rep) in rt]
-                if not changes:
-                    continue
-                pct = 100 * sum(changes) / len(changes)
-                if pct <= limit:
-                    w.writerow([rate, p, f"{pct:.2f}"])
+                ds = [d for _, d in changes(rt, p, rate)]
+                if ds and 100 * sum(ds) / len(ds) <= limit:
+                    w.writerow([rate, p, f"{100 * sum(ds) / len(ds):.2f}"])
 
 
 if __name__ == "__main__":

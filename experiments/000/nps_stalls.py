@@ -13,10 +13,11 @@ which either run of the pair stalled.
 
     python3 experiments/000/nps_stalls.py docs/experiments/000/slow/nps [LAG_MS]
 """
-import csv
 import json
 import os
 import sys
+
+from nps_paired import changes, response_times
 
 
 def largest_lag(path):
@@ -25,15 +26,11 @@ def largest_lag(path):
 
 
 def main(run_dir, lag_ms):
-    rows = list(csv.DictReader(open(os.path.join(run_dir, "runs.csv"))))
-    rt, stalled = {}, {}
-    for r in rows:
-        key = (r["policy"], r["rate"], r["rep"])
-        rt[key] = float(r["doc_mean_ms"])
-        bench = os.path.join(run_dir, f"bench-{r['policy']}-{r['rate']}-{r['rep']}.json")
-        stalled[key] = os.path.exists(bench) and largest_lag(bench) > lag_ms
-    policies = list(dict.fromkeys(r["policy"] for r in rows))
-    rates = sorted({r["rate"] for r in rows}, key=float)
+    rt, policies, rates = response_times(os.path.join(run_dir, "runs.csv"))
+    stalled = {}
+    for (policy, rate, rep) in rt:
+        bench = os.path.join(run_dir, f"bench-{policy}-{rate}-{rep}.json")
+        stalled[(policy, rate, rep)] = os.path.exists(bench) and largest_lag(bench) > lag_ms
     print(f"Runs whose load generator began a document more than {lag_ms:g} ms late (stalls), "
           "and the paired mean response time against No-Prefetching with every repetition and "
           "without those in which either run stalled.\n")
@@ -41,15 +38,14 @@ def main(run_dir, lag_ms):
     print("|---|---|---|---|---|---|")
     for rate in rates:
         for p in policies:
-            reps = sorted((k[2] for k in rt if k[0] == p and k[1] == rate), key=int)
+            reps = [k[2] for k in rt if k[0] == p and k[1] == rate]
             if not reps:
                 continue
             n_stalled = sum(stalled[(p, rate, rep)] for rep in reps)
             if p == "noprefetch":
                 print(f"| {rate} | {p} | {len(reps)} | {n_stalled} | | |")
                 continue
-            pairs = [(rep, rt[(p, rate, rep)] / rt[("noprefetch", rate, rep)] - 1)
-                     for rep in reps if ("noprefetch", rate, rep) in rt]
+            pairs = changes(rt, p, rate)
             clean = [d for rep, d in pairs
                      if not stalled[(p, rate, rep)] and not stalled[("noprefetch", rate, rep)]]
 

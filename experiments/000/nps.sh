@@ -135,8 +135,11 @@ esac
 policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leave some out
 # A threshold may name its own CPU target: "knee@0.5" is the knee Monitor at cpu_target 0.5
 # (policy monitor-knee-cpu0.5); and its own LISTENER: "knee:none" (policy monitor-knee-lnone);
-# "+noshed" turns its shedding off (prefetch.shed = false; policy monitor-knee-noshed), and
-# "+anormal" or "+aidle" last sets its AGENT_PRIORITY (policy monitor-knee-anormal).
+# "+costN" sets its prefetch.cost_target to N % (policy monitor-knee-cost5: the brake on what
+# prefetching costs demand, as the agents report it; quiet periods of prefetch.quiet_ms every
+# prefetch.cost_every_ms), "+noshed" turns its shedding off (prefetch.shed = false; policy
+# monitor-knee-noshed), and "+anormal" or "+aidle" last sets its AGENT_PRIORITY (policy
+# monitor-knee-anormal).
 case $ARRIVALS in constant|poisson) ;; *) echo "ARRIVALS must be constant or poisson, not $ARRIVALS" >&2; exit 2 ;; esac
 case $MONITOR_AGENTS in hinted|off) ;; *) echo "MONITOR_AGENTS must be hinted or off, not $MONITOR_AGENTS" >&2; exit 2 ;; esac
 case $AGENT_PREFETCH_CPU in ''|*[!0-9]*) echo "AGENT_PREFETCH_CPU must be a CPU number, not $AGENT_PREFETCH_CPU" >&2; exit 2 ;; esac
@@ -144,12 +147,14 @@ case $AGENT_PRIORITY in idle|normal) ;; *) echo "AGENT_PRIORITY must be idle or 
 for t in $THRESHOLDS; do
   ag=; case $t in *+anormal|*+aidle) ag=-a${t##*+a}; t=${t%+a*} ;; esac
   shed=; case $t in *+noshed) shed=-noshed; t=${t%+noshed} ;; esac
+  cost=; case $t in *+cost*) cost=-cost${t##*+cost}; t=${t%+cost*}
+    case ${cost#-cost} in ''|*[!0-9]*) echo "threshold $t: +costN takes a whole percentage, not ${cost#-cost}" >&2; exit 2 ;; esac ;; esac
   # What is left is THRESHOLD[@TARGET][:LISTENER]; a suffix out of order would be read as part
   # of the threshold and fail only when its server does, so it is refused here.
-  case $t in *+*) echo "threshold $t: suffixes go in the order +noshed, +aidle/+anormal" >&2; exit 2 ;; esac
+  case $t in *+*) echo "threshold $t: suffixes go in the order +costN, +noshed, +aidle/+anormal" >&2; exit 2 ;; esac
   lis=; case $t in *:*) lis=-l${t#*:}; t=${t%%:*} ;; esac
   th=${t%@*}; cpu=; [ "$t" != "$th" ] && cpu=-cpu${t#*@}
-  if [ "$th" = knee ]; then policies="$policies monitor-knee$cpu$lis$shed$ag"; else policies="$policies monitor-${th}ms$cpu$lis$shed$ag"; fi
+  if [ "$th" = knee ]; then policies="$policies monitor-knee$cpu$lis$cost$shed$ag"; else policies="$policies monitor-${th}ms$cpu$lis$cost$shed$ag"; fi
 done
 
 mkdir -p "$OUT/nps"
@@ -231,6 +236,8 @@ one_run() {
   [ "$named" != "$policy" ] && agent_priority=${policy##*-a}
   local target=() shed=() bare=${named%-noshed} listener=$LISTENER
   [ "$bare" != "$named" ] && shed=(--set prefetch.shed=false)
+  local costed=$bare; bare=${bare%-cost*}
+  [ "$bare" != "$costed" ] && shed+=(--set prefetch.cost_target="$(awk "BEGIN { print ${costed##*-cost} / 100 }")")
   local policy_lis=$bare; bare=${bare%-l*}
   [ "$bare" != "$policy_lis" ] && listener=${policy_lis##*-l}
   local mon=${bare%-cpu*}

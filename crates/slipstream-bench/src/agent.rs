@@ -731,8 +731,14 @@ struct Fetched {
     prefetch_base: Option<String>,
     /// The wait before the first hint request that [`HINTS_WAIT_HEADER`] asks for, if any.
     hints_wait: Option<Duration>,
+    /// When the page was served, as [`SERVED_HEADER`] says, if it does.
+    served_ms: Option<u64>,
     body: Bytes,
 }
+
+/// The response header by which a page says when it was served, for the agent to report back
+/// with the page's response time on its first hint request (`slipstream_nps::SERVED_HEADER`).
+pub const SERVED_HEADER: &str = "slipstream-served-ms";
 
 /// The response header by which a page tells its agent to wait this many milliseconds before
 /// its first hint request, as `slipstream serve` sends it when its hint server would tell
@@ -745,6 +751,9 @@ struct NextHints {
     at: String,
     /// The page's wait ([`HINTS_WAIT_HEADER`]), if it gave one.
     wait: Option<Duration>,
+    /// The report the first hint request carries: when the page was served
+    /// ([`SERVED_HEADER`]) and how long the document took to load, in microseconds.
+    report: Option<(u64, u64)>,
 }
 
 /// The response header by which a page names where its hint requests go (the node's prefetch
@@ -789,6 +798,11 @@ async fn fetch(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_millis);
+        let served_ms = res
+            .headers()
+            .get(SERVED_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
         let body = res
             .into_body()
             .collect()
@@ -799,6 +813,7 @@ async fn fetch(
             status,
             prefetch_base,
             hints_wait,
+            served_ms,
             body,
         })
     };
@@ -876,9 +891,11 @@ async fn visit(
         .and_then(|f| f.prefetch_base.as_ref())
         .and_then(|b| b.parse::<Uri>().ok())
         .and_then(|b| base_of(&b).ok());
+    let took_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
     Some(NextHints {
         at: named.unwrap_or(base),
         wait: page.and_then(|f| f.hints_wait),
+        report: page.and_then(|f| f.served_ms).map(|at| (at, took_us)),
     })
 }
 
@@ -917,6 +934,10 @@ async fn prefetch(
     // the answer names, as the browser agent's do: there they are served at its low priority,
     // not on demand's thread.
     let mut hint_base = next.at;
+    // The page's report goes with the first hint request only.
+    let mut report = next
+        .report
+        .map(|(at, us)| format!("&served_ms={at}&page_us={us}"));
     // The page said the hint server would only tell it to wait: it waits as told, without
     // asking (as after a hint answer's `retry_after_ms`).
     if let Some(wait) = next
@@ -930,7 +951,10 @@ async fn prefetch(
     }
     while turn < turns && Instant::now() < leave {
         sink.counts.hint_requests.fetch_add(1, Ordering::Relaxed);
-        let url = format!("{hint_base}/_slipstream/hints?url={query}&turn={turn}");
+        let url = format!(
+            "{hint_base}/_slipstream/hints?url={query}&turn={turn}{}",
+            report.take().unwrap_or_default()
+        );
         let Ok(Fetched { status, body, .. }) = fetch(shared, http, &url, client, false).await
         else {
             return;

@@ -13,6 +13,12 @@
 //!                             # not refused (0: refuse, the paper's rule)
 //! cpu_target = 0.7            # keep the node's CPU use under this fraction of what it may
 //!                             # use (its cgroup quota, its cores); 0: probes alone
+//! cost_target = 0             # keep what prefetching costs demand, as clients report it
+//!                             # (pages served while prefetching against pages served in
+//!                             # quiet periods), under this fraction; 0: off. On, prefetching
+//!                             # stops for quiet_ms at the start of every cost_every_ms
+//! cost_every_ms = 4000
+//! quiet_ms = 500
 //! cpu_count_idle = true       # count threads at idle priority (an idle listener's) in it:
 //!                             # idle priority yields the CPU, not everything a core shares
 //! shed = true                 # while the monitor's last sample found the node overloaded,
@@ -100,6 +106,17 @@ pub struct Config {
     /// the cores it may run on): above it the budget is cut in proportion. 0: the probes alone
     /// (the paper's monitor).
     pub cpu_target: f64,
+    /// Keep what prefetching costs demand under this fraction (0.05: pages 5 % slower while
+    /// prefetching than in quiet periods, as clients report them; `slipstream_prefetch::cost`).
+    /// 0: off. On, prefetching stops for `quiet_ms` at the start of every `cost_every_ms`, and
+    /// pages carry the time they were served for agents to report with their response time.
+    pub cost_target: f64,
+    /// A cycle of the cost measurement, in milliseconds.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub cost_every_ms: u64,
+    /// The quiet period that opens each cycle, in milliseconds.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub quiet_ms: u64,
     /// Count threads at idle priority (the prefetch listener's with `listener_priority =
     /// "idle"`) in the load `cpu_target` bounds. Idle priority yields the CPU, but on our test
     /// machine idle-priority work still slowed demand (docs/experiments/000-nps.md, pilots 48,
@@ -191,6 +208,9 @@ impl Default for Config {
             pace_slack_ms: 2,
             hold_ms: 10,
             cpu_target: 0.7,
+            cost_target: 0.0,
+            cost_every_ms: 4000,
+            quiet_ms: 500,
             cpu_count_idle: true,
             order: h.order,
             window: h.window,
@@ -251,6 +271,8 @@ pub struct Settings {
     pub monitor: MonitorConfig,
     /// The load counts threads at idle priority.
     pub cpu_count_idle: bool,
+    /// The cost measurement's schedule, when `cost_target` is on.
+    pub cost: Option<slipstream_prefetch::cost::CostConfig>,
     /// The predictor.
     pub model: HintsConfig,
     /// Turns a client may chain.
@@ -345,6 +367,23 @@ impl Config {
                 "must be between 0 (off) and 1 (all the CPU the node may use)",
             ));
         }
+        if !(self.cost_target.is_finite() && (0.0..=1.0).contains(&self.cost_target)) {
+            return Err(refuse(
+                "cost_target",
+                "must be between 0 (off) and 1 (demand twice as slow)",
+            ));
+        }
+        let cost = (self.cost_target > 0.0)
+            .then(|| {
+                let c = slipstream_prefetch::cost::CostConfig {
+                    every: Duration::from_millis(self.cost_every_ms),
+                    quiet: Duration::from_millis(self.quiet_ms),
+                    ..Default::default()
+                };
+                c.check().map(|()| c)
+            })
+            .transpose()
+            .map_err(|why| refuse("quiet_ms", why))?;
         if self.pace_slack_ms > 1000 {
             return Err(refuse("pace_slack_ms", "must be at most 1 s"));
         }
@@ -420,8 +459,10 @@ impl Config {
                 validate_floor_per_s: self.doc_files.max(1) as f64
                     / (self.epoch_ms.max(1) as f64 / 1000.0),
                 load_target: self.cpu_target,
+                cost_target: self.cost_target,
             },
             cpu_count_idle: self.cpu_count_idle,
+            cost,
             model: HintsConfig {
                 order: self.order,
                 window: self.window,
@@ -484,5 +525,30 @@ mod tests {
             }),
             "cpu_target"
         );
+        assert_eq!(
+            bad(Config {
+                cost_target: -0.1,
+                ..Config::default()
+            }),
+            "cost_target"
+        );
+        // A quiet period that leaves nothing to measure between its settles.
+        assert_eq!(
+            bad(Config {
+                cost_target: 0.05,
+                quiet_ms: 150,
+                ..Config::default()
+            }),
+            "quiet_ms"
+        );
+        let on = Config {
+            cost_target: 0.05,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(on.monitor.cost_target, 0.05);
+        assert_eq!(on.cost.unwrap().every, Duration::from_secs(4));
+        assert!(Config::default().validate().unwrap().cost.is_none());
     }
 }

@@ -37,18 +37,30 @@ const ALLOWANCE_EVERY: Duration = Duration::from_secs(1);
 pub struct CpuMeter {
     /// Count threads at idle priority.
     count_idle: bool,
-    /// CPU nanoseconds per thread at the last sample.
-    threads: HashMap<u32, u64>,
+    /// Each thread's times at the last sample.
+    threads: HashMap<u32, Times>,
     at: Instant,
     allowance: f64,
     allowance_at: Instant,
+    /// The demand threads' run-queue delay over the last sample's interval, per second.
+    wait: Option<f64>,
+}
+
+/// One thread's `schedstat` times, and whether it runs at idle priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Times {
+    /// Nanoseconds on a CPU.
+    cpu: u64,
+    /// Nanoseconds runnable but waiting for a CPU (the run-queue delay).
+    wait: u64,
+    idle: bool,
 }
 
 impl CpuMeter {
     /// A meter starting now, or `None` where the process's CPU time cannot be read. With
     /// `count_idle`, threads at idle priority count too.
     pub fn new(count_idle: bool) -> Option<CpuMeter> {
-        let threads = thread_times(count_idle)?;
+        let threads = thread_times()?;
         let now = Instant::now();
         Some(CpuMeter {
             count_idle,
@@ -56,6 +68,7 @@ impl CpuMeter {
             at: now,
             allowance: allowance(),
             allowance_at: now,
+            wait: None,
         })
     }
 
@@ -74,38 +87,68 @@ impl CpuMeter {
             self.allowance = allowance();
             self.allowance_at = now;
         }
-        let threads = thread_times(self.count_idle)?;
-        let used: u64 = threads
-            .iter()
-            .map(|(tid, ns)| ns.saturating_sub(self.threads.get(tid).copied().unwrap_or(0)))
-            .sum();
+        let Some(threads) = thread_times() else {
+            self.wait = None;
+            return None;
+        };
+        let (used, waited) = used_and_waited(&self.threads, &threads, self.count_idle);
         let wall = now.duration_since(self.at).as_secs_f64();
         self.threads = threads;
         self.at = now;
+        self.wait = (wall > 0.0).then(|| waited as f64 / 1e9 / wall);
         (wall > 0.0 && self.allowance > 0.0).then(|| used as f64 / 1e9 / wall / self.allowance)
+    }
+
+    /// The run-queue delay of the threads not at idle priority (demand's: they serve demand,
+    /// probes and hint requests) over the last [`CpuMeter::sample`]'s interval, in seconds per
+    /// second: the time they were ready to run and waited for a CPU. Unlike the load it sees
+    /// what other threads and processes take from demand (the prefetch listener's threads at
+    /// idle priority, the kernel's work, another process on the core), not what demand's own
+    /// work takes: one thread busier does not wait longer for the CPU, its requests wait longer
+    /// in its queue, which `schedstat` does not see. `None` before the first sample or when it
+    /// could not be read.
+    pub fn demand_wait(&self) -> Option<f64> {
+        self.wait
     }
 }
 
-/// Each thread's CPU time, in nanoseconds; threads at idle priority only with `count_idle`.
-fn thread_times(count_idle: bool) -> Option<HashMap<u32, u64>> {
+/// The CPU nanoseconds used between `before` and `after` (by threads at idle priority only with
+/// `count_idle`), and the run-queue nanoseconds of the threads not at idle priority. A thread
+/// new since `before` counts from zero.
+fn used_and_waited(
+    before: &HashMap<u32, Times>,
+    after: &HashMap<u32, Times>,
+    count_idle: bool,
+) -> (u64, u64) {
+    let (mut used, mut waited) = (0u64, 0u64);
+    for (tid, t) in after {
+        let (cpu, wait) = before.get(tid).map_or((0, 0), |b| (b.cpu, b.wait));
+        if count_idle || !t.idle {
+            used += t.cpu.saturating_sub(cpu);
+        }
+        if !t.idle {
+            waited += t.wait.saturating_sub(wait);
+        }
+    }
+    (used, waited)
+}
+
+/// Each thread's `schedstat` times and priority.
+fn thread_times() -> Option<HashMap<u32, Times>> {
     let mut times = HashMap::new();
     for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
         let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
             continue;
         };
-        // A thread may end between the listing and the read.
-        let lowered = !count_idle
-            && std::fs::read_to_string(entry.path().join("stat"))
-                .ok()
-                .is_some_and(|s| at_idle_priority(&s));
-        if lowered {
-            continue;
-        }
-        if let Some(ns) = std::fs::read_to_string(entry.path().join("schedstat"))
+        // A thread may end between the listing and the reads.
+        let idle = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .is_some_and(|s| at_idle_priority(&s));
+        if let Some((cpu, wait)) = std::fs::read_to_string(entry.path().join("schedstat"))
             .ok()
             .and_then(|s| parse_schedstat(&s))
         {
-            times.insert(tid, ns);
+            times.insert(tid, Times { cpu, wait, idle });
         }
     }
     (!times.is_empty()).then_some(times)
@@ -127,9 +170,13 @@ fn at_idle_priority(stat: &str) -> bool {
     field(41) == Some(i64::from(SCHED_IDLE)) || field(19) == Some(19)
 }
 
-/// The first field of a `schedstat` line: nanoseconds on CPU.
-fn parse_schedstat(s: &str) -> Option<u64> {
-    s.split_whitespace().next()?.parse().ok()
+/// The first two fields of a `schedstat` line: nanoseconds on a CPU, and nanoseconds waiting
+/// on a run queue.
+fn parse_schedstat(s: &str) -> Option<(u64, u64)> {
+    let mut fields = s.split_whitespace();
+    let cpu = fields.next()?.parse().ok()?;
+    let wait = fields.next()?.parse().ok()?;
+    Some((cpu, wait))
 }
 
 /// The CPU the process may use, in cores: the cores it may run on, and no more than its
@@ -213,8 +260,30 @@ mod tests {
         assert_eq!(parse_cpu_max("150000 100000\n"), Some(1.5));
         assert_eq!(parse_cpu_max("max 100000\n"), None);
         assert_eq!(parse_cpu_max(""), None);
-        assert_eq!(parse_schedstat("534362626 156095 43\n"), Some(534_362_626));
+        assert_eq!(
+            parse_schedstat("534362626 156095 43\n"),
+            Some((534_362_626, 156_095))
+        );
+        assert_eq!(parse_schedstat("534362626"), None);
         assert_eq!(parse_schedstat(""), None);
+    }
+
+    #[test]
+    fn demand_waits_are_the_threads_not_at_idle_priority() {
+        let t = |cpu, wait, idle| Times { cpu, wait, idle };
+        let before = HashMap::from([(1, t(100, 10, false)), (2, t(1000, 500, true))]);
+        let after = HashMap::from([
+            (1, t(300, 40, false)),
+            (2, t(1600, 900, true)),
+            // New since: counts from zero.
+            (3, t(50, 5, false)),
+        ]);
+        // Load without idle threads: 200 + 50; with them, 600 more. The wait is demand's only.
+        assert_eq!(used_and_waited(&before, &after, false), (250, 35));
+        assert_eq!(used_and_waited(&before, &after, true), (850, 35));
+        // A counter that went backwards (a reused thread id) counts as nothing, not as a wrap.
+        let reused = HashMap::from([(1, t(50, 5, false))]);
+        assert_eq!(used_and_waited(&before, &reused, false), (0, 0));
     }
 
     #[test]
@@ -288,16 +357,9 @@ mod tests {
         // Other tests run threads in this process too, so the load itself proves little: the
         // meter must not count the lowered thread at all, and must count this one.
         let me = rustix::thread::gettid().as_raw_nonzero().get() as u32;
-        assert!(!meter.threads.contains_key(&tid), "{tid} counted");
-        assert!(meter.threads.contains_key(&me), "{me} not counted");
-        assert!(
-            counting.threads.contains_key(&tid),
-            "{tid} not counted with count_idle"
-        );
-        assert!(
-            counting.threads.contains_key(&me),
-            "{me} not counted with count_idle"
-        );
+        assert!(meter.threads[&tid].idle, "{tid} not seen at idle priority");
+        assert!(!meter.threads[&me].idle, "{me} seen at idle priority");
+        assert!(!meter.count_idle && counting.count_idle);
     }
 
     #[cfg(target_os = "linux")]

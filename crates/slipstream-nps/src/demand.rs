@@ -269,6 +269,12 @@ impl Phase for Demand {
                 res.headers.insert(crate::PREFETCH_BASE_HEADER, v);
             }
         }
+        // When it was served, for its agent to report back with its response time (what
+        // prefetching costs demand, `cost_target`).
+        if let Some(ms) = self.nps.served_at_ms() {
+            res.headers
+                .insert(crate::SERVED_HEADER, http::HeaderValue::from(ms));
+        }
         // A page whose agent would only be told to wait says so itself, so that no hint
         // request is made for nothing.
         if let Some(wait) = self.nps.page_hint_wait() {

@@ -8,6 +8,11 @@
 //! {"hints": ["/b.html", "/img/b.png"], "turn": 0, "next_turn": 1, "retry_after_ms": null}
 //! ```
 //!
+//! A client's first hint request after a page may also report how long that page took to
+//! load, as it saw it: `served_ms` (the page's `slipstream-served-ms` header, when the node
+//! sent one) and `page_us` (microseconds), both or neither. The node measures what prefetching
+//! costs demand from them (`cost_target`).
+//!
 //! `next_turn` is the turn to ask for once these are fetched (`null`: the chain has ended);
 //! `retry_after_ms` says the budget had no room this epoch, and when to ask again (the same
 //! turn). A malformed request gets 400 and a sentence saying what is wrong; nothing about it
@@ -49,6 +54,9 @@ pub struct HintQuery {
     pub prev: Option<String>,
     /// The turn.
     pub turn: usize,
+    /// The client's report on its page: when it was served (`served_ms`) and how long it took
+    /// to load, in microseconds (`page_us`).
+    pub report: Option<(u64, u64)>,
 }
 
 /// Reads a document parameter: a path (`/...`), or an absolute `http(s)` URL whose path is
@@ -75,6 +83,11 @@ pub fn parse_query(query: Option<&str>) -> Result<HintQuery, String> {
     let mut url = None;
     let mut prev = None;
     let mut turn = 0usize;
+    let (mut served_ms, mut page_us) = (None, None);
+    let whole = |name: &str, v: &str| {
+        v.parse::<u64>()
+            .map_err(|_| format!("`{name}` must be a whole number, not {v:?}"))
+    };
     for (k, v) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match k.as_ref() {
             "url" => url = Some(document("url", &v)?),
@@ -84,11 +97,23 @@ pub fn parse_query(query: Option<&str>) -> Result<HintQuery, String> {
                     format!("`turn` must be a whole number from 0 to 65535, not {v:?}")
                 })? as usize;
             }
+            "served_ms" => served_ms = Some(whole("served_ms", &v)?),
+            "page_us" => page_us = Some(whole("page_us", &v)?),
             _ => {}
         }
     }
     let url = url.ok_or("a hint request needs `url`, the client's current document")?;
-    Ok(HintQuery { url, prev, turn })
+    let report = match (served_ms, page_us) {
+        (Some(at), Some(us)) => Some((at, us)),
+        (None, None) => None,
+        _ => return Err("`served_ms` and `page_us` go together: a report needs both".into()),
+    };
+    Ok(HintQuery {
+        url,
+        prev,
+        turn,
+        report,
+    })
 }
 
 fn no_store(mut r: Response<Body>) -> Response<Body> {
@@ -128,6 +153,11 @@ impl Endpoint for HintsEndpoint {
             self.0
                 .hint_requests_via_listener
                 .fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some((served_ms, page_us)) = q.report {
+            // Implausible reports (a page served in the future, a load of minutes) are
+            // counted and left out; none stops the answer.
+            self.0.report_page(served_ms, page_us);
         }
         let a = self.0.answer(&q.url, q.prev.as_deref(), q.turn);
         if let Some(hold) = a.hold {
@@ -197,7 +227,8 @@ mod tests {
             Ok(HintQuery {
                 url: "/a.html".into(),
                 prev: Some("/b.html".into()),
-                turn: 2
+                turn: 2,
+                report: None,
             })
         );
         assert_eq!(
@@ -205,8 +236,15 @@ mod tests {
             HintQuery {
                 url: "/x?y=1".into(),
                 prev: None,
-                turn: 0
+                turn: 0,
+                report: None,
             }
+        );
+        assert_eq!(
+            parse_query(Some("url=/a&served_ms=1200&page_us=3100"))
+                .unwrap()
+                .report,
+            Some((1200, 3100))
         );
         for (q, says) in [
             (None, "needs `url`"),
@@ -216,6 +254,10 @@ mod tests {
             (Some("url=/a&turn=-1"), "`turn`"),
             (Some("url=/a&turn=x"), "`turn`"),
             (Some("url=%20%7F"), "not a URL"),
+            (Some("url=/a&served_ms=12"), "go together"),
+            (Some("url=/a&page_us=12"), "go together"),
+            (Some("url=/a&served_ms=-1&page_us=3"), "`served_ms`"),
+            (Some("url=/a&served_ms=1&page_us=3.5"), "`page_us`"),
         ] {
             let e = parse_query(q).unwrap_err();
             assert!(e.contains(says), "{q:?}: {e}");

@@ -29,6 +29,7 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use slipstream_prefetch::budget::{Distributor, Grant};
+use slipstream_prefetch::cost::{CostMeter, Report};
 use slipstream_prefetch::hints::Hints;
 use slipstream_prefetch::monitor::{Change, Monitor, Next};
 
@@ -45,6 +46,12 @@ pub const PROBE_HEADER: &str = "slipstream-probe";
 /// ([`Nps::page_hint_wait`]); the munged script carries it too (`data-hints-wait-ms`).
 pub const HINTS_WAIT_HEADER: &str = "slipstream-hints-wait-ms";
 
+/// The response header by which a page says when it was served (milliseconds since the node
+/// started), with `cost_target` on: the agent sends it back with the page's response time on
+/// its first hint request (`served_ms` and `page_us`), so that the node can tell what
+/// prefetching costs demand ([`Nps::report_page`]).
+pub const SERVED_HEADER: &str = "slipstream-served-ms";
+
 /// The response header by which a page names its prefetch listener's base URL, where the
 /// agent sends its hint requests (the first one too) and its prefetches, so that none of them
 /// is served on demand's port.
@@ -59,10 +66,14 @@ pub struct Sample {
     pub rt_us: Option<u64>,
     /// The node's CPU load over the epoch before it (a fraction of what it may use), if known.
     pub load: Option<f64>,
+    /// The run-queue delay of the node's threads not at idle priority over the same epoch, in
+    /// seconds per second, if known ([`cpu::CpuMeter::demand_wait`]).
+    pub demand_wait: Option<f64>,
     /// The budget after the sample, in files per second.
     pub budget_per_s: f64,
     /// What the sample did: `none`, `increased`, `halved`, `outlier`, `reprobe`, `decayed`,
-    /// `cut` (for load).
+    /// `cut` (for load), `braked` (for prefetching's cost), `quiet` (a quiet period: the
+    /// budget was left alone).
     pub change: &'static str,
 }
 
@@ -117,6 +128,8 @@ pub struct Nps {
     pub hint_requests_via_listener: AtomicU64,
     /// Pages that told their agent to wait instead of asking ([`Nps::page_hint_wait`]).
     pub page_waits: AtomicU64,
+    /// Hint requests told to wait for the end of a quiet period ([`Nps::quiet_left`]).
+    pub quiet_hint_requests: AtomicU64,
     /// The monitor's budget after its last sample (an `f64`'s bits), for a look without the
     /// lock on every page served.
     budget_now: AtomicU64,
@@ -147,6 +160,8 @@ struct Control {
     /// Probes that failed, and the last failure (milliseconds since start, why).
     probe_failures: u64,
     last_probe_failure: Option<(u64, String)>,
+    /// What prefetching costs demand, with `cost_target` on.
+    cost: Option<CostMeter>,
 }
 
 /// The rate of a growing count between two readings.
@@ -214,6 +229,7 @@ impl Nps {
                 served: CountRate(None),
                 probe_failures: 0,
                 last_probe_failure: None,
+                cost: settings.cost.clone().and_then(|c| CostMeter::new(c).ok()),
             }),
             settings,
             started: Instant::now(),
@@ -227,6 +243,7 @@ impl Nps {
             shed_hint_requests: AtomicU64::new(0),
             hint_requests_via_listener: AtomicU64::new(0),
             page_waits: AtomicU64::new(0),
+            quiet_hint_requests: AtomicU64::new(0),
             budget_now,
             listener: parking_lot::RwLock::new(None),
         }
@@ -266,9 +283,53 @@ impl Nps {
     }
 
     /// Whether prefetches are refused now: `shed` is on and the monitor's last sample found
-    /// the node overloaded ([`Monitor::overloaded`]).
+    /// the node overloaded ([`Monitor::overloaded`]), or a quiet period of the cost
+    /// measurement is on ([`Nps::quiet_left`]).
     pub fn shedding(&self) -> bool {
-        self.shedding.load(Ordering::Relaxed)
+        self.shedding.load(Ordering::Relaxed) || self.quiet_left().is_some()
+    }
+
+    /// With `cost_target` on and a quiet period now, the time left of it: no list is granted
+    /// and no prefetch served until it ends (`slipstream_prefetch::cost`).
+    pub fn quiet_left(&self) -> Option<Duration> {
+        if self.settings.budget != Budget::Monitor {
+            return None;
+        }
+        self.settings
+            .cost
+            .as_ref()?
+            .quiet_left(self.started.elapsed())
+    }
+
+    /// The wait after a quiet period: what is left of it, and a random part of an epoch so
+    /// that the clients it turned away do not all come back at once.
+    fn after_quiet(&self, left: Duration) -> Duration {
+        use rand::Rng;
+        let spread = self.control.lock().rng.gen_range(0.0..1.0);
+        left + self.settings.epoch.mul_f64(spread)
+    }
+
+    /// With `cost_target` on, when a page served now was served: milliseconds since the node
+    /// started, which the page carries ([`SERVED_HEADER`]) for its agent to report back with
+    /// its response time ([`Nps::report_page`]).
+    pub fn served_at_ms(&self) -> Option<u64> {
+        self.settings
+            .cost
+            .as_ref()
+            .map(|_| self.started.elapsed().as_millis() as u64)
+    }
+
+    /// A client's report that the page served at `served_ms` ([`Nps::served_at_ms`]) took
+    /// `page_us` microseconds to load, as it saw it. `None` when the cost is not measured.
+    pub fn report_page(&self, served_ms: u64, page_us: u64) -> Option<Report> {
+        let now = self.started.elapsed();
+        let mut c = self.control.lock();
+        let cost = c.cost.as_mut()?;
+        Some(cost.report(
+            now,
+            Duration::from_millis(served_ms),
+            Duration::from_micros(page_us),
+        ))
     }
 
     /// Runs `f` on the distributor with the time since start, the monitor's budget and the RNG,
@@ -293,6 +354,10 @@ impl Nps {
     pub fn page_hint_wait(&self) -> Option<Duration> {
         if !self.settings.page_wait || self.settings.budget != Budget::Monitor {
             return None;
+        }
+        if let Some(left) = self.quiet_left() {
+            self.page_waits.fetch_add(1, Ordering::Relaxed);
+            return Some(self.after_quiet(left));
         }
         let shedding = self.shedding();
         // The common case, a list's worth of budget within the longest wait, answered without
@@ -343,6 +408,17 @@ impl Nps {
         }
         let (len, hold) = match self.settings.budget {
             Budget::Unlimited => (self.settings.doc_files, None),
+            Budget::Monitor if self.quiet_left().is_some() => {
+                // A quiet period: no list, and back after it.
+                self.quiet_hint_requests.fetch_add(1, Ordering::Relaxed);
+                let left = self.quiet_left().unwrap_or_default();
+                return Answer {
+                    hints: Vec::new(),
+                    next_turn: Some(turn),
+                    retry_after: Some(self.after_quiet(left)),
+                    hold: None,
+                };
+            }
             Budget::Monitor if self.shedding() => {
                 // Overloaded now: no list, and a wait as a refused client's at this budget,
                 // at least until the next sample has said whether the overload holds.
@@ -381,19 +457,30 @@ impl Nps {
         }
     }
 
-    /// Takes a probe's response time (`None`: failed) and the node's CPU load over the last
-    /// epoch (`None`: not known, or already given with this epoch's first sample), and says
-    /// whether to probe again at once.
-    pub fn sample(&self, rt: Option<Duration>, load: Option<f64>) -> Next {
+    /// Takes a probe's response time (`None`: failed), the node's CPU load over the last
+    /// epoch and its demand threads' run-queue delay (`None`: not known, or already given with
+    /// this epoch's first sample), and says whether to probe again at once.
+    pub fn sample(
+        &self,
+        rt: Option<Duration>,
+        load: Option<f64>,
+        demand_wait: Option<f64>,
+    ) -> Next {
         let now = self.started.elapsed();
+        // A quiet period, or prefetching just resumed after one: what the node uses and grants
+        // now says nothing of the budget (see below).
+        let resting = self.settings.budget == Budget::Monitor
+            && self.settings.cost.as_ref().is_some_and(|c| c.resting(now));
         let mut c = self.control.lock();
         // The files granted since the last sample, per second, averaged over about a second.
         let files = c.distributor.totals().files;
         if let Some((rate, dt)) = c.used.per_s(now, files) {
-            let alpha = dt.min(1.0);
-            c.used_per_s += alpha * (rate - c.used_per_s);
-            let used = c.used_per_s;
-            c.monitor.set_usage(used);
+            if !resting {
+                let alpha = dt.min(1.0);
+                c.used_per_s += alpha * (rate - c.used_per_s);
+                let used = c.used_per_s;
+                c.monitor.set_usage(used);
+            }
         }
         if load.is_some() {
             // The requests answered over the same epoch as the load, for what a request costs.
@@ -408,8 +495,21 @@ impl Nps {
                 + self.prefetch.requests.load(Ordering::Relaxed))
             .saturating_sub(idle.unwrap_or(0));
             if let Some((rate, _)) = c.served.per_s(now, answered) {
-                c.monitor.set_served(rate);
+                if !resting {
+                    c.monitor.set_served(rate);
+                }
             }
+        }
+        if let Some(estimate) = c.cost.as_mut().and_then(|m| m.close(now)) {
+            c.monitor.set_cost(estimate);
+        }
+        if resting {
+            // Nothing is prefetched (or not yet again): the load and the usage say nothing of
+            // what the budget costs, a growth step on them would overshoot once prefetching
+            // resumes, and validation would decay the budget toward the quiet period's
+            // grants. The budget stands as it was; the probes still run, and the sample is
+            // kept.
+            return self.keep_sample(&mut c, rt, load, demand_wait, "quiet", Next::NextEpoch);
         }
         c.monitor.set_load(load);
         let (next, change) = c.monitor.sample(rt);
@@ -426,12 +526,27 @@ impl Nps {
             (_, Change::Outlier) => "outlier",
             (_, Change::Decayed) => "decayed",
             (_, Change::Cut) => "cut",
+            (_, Change::Braked) => "braked",
             (_, Change::None) => "none",
         };
+        self.keep_sample(&mut c, rt, load, demand_wait, change, next)
+    }
+
+    /// Keeps a sample for the status; returns `next`.
+    fn keep_sample(
+        &self,
+        c: &mut Control,
+        rt: Option<Duration>,
+        load: Option<f64>,
+        demand_wait: Option<f64>,
+        change: &'static str,
+        next: Next,
+    ) -> Next {
         let sample = Sample {
             at_ms: self.started.elapsed().as_millis() as u64,
             rt_us: rt.map(|d| d.as_micros() as u64),
             load,
+            demand_wait,
             budget_per_s: c.monitor.budget_per_s(),
             change,
         };
@@ -468,6 +583,34 @@ impl Nps {
     /// The monitor's threshold in force.
     pub fn threshold(&self) -> Duration {
         self.control.lock().threshold
+    }
+
+    /// The cost measurement's part of the status.
+    fn cost_status(&self, m: &CostMeter) -> serde_json::Value {
+        let [quiet, busy, settling, late, implausible] = m.counts();
+        serde_json::json!({
+            "target": self.settings.monitor.cost_target,
+            "every_ms": m.config().every.as_millis() as u64,
+            "quiet_ms": m.config().quiet.as_millis() as u64,
+            "quiet_now": self.quiet_left().is_some(),
+            "estimate": m.estimate(),
+            "quiet_hint_requests": self.quiet_hint_requests.load(Ordering::Relaxed),
+            "reports": {
+                "quiet": quiet,
+                "busy": busy,
+                "settling": settling,
+                "late": late,
+                "implausible": implausible,
+            },
+            "cycles": m.results().map(|r| serde_json::json!({
+                "cycle": r.cycle,
+                "quiet_reports": r.quiet.0,
+                "quiet_ms": r.quiet.1.map(|s| s * 1e3),
+                "busy_reports": r.busy.0,
+                "busy_ms": r.busy.1.map(|s| s * 1e3),
+                "cost": r.cost,
+            })).collect::<Vec<_>>(),
+        })
     }
 
     /// Everything the status shows, as JSON.
@@ -529,6 +672,7 @@ impl Nps {
                 "at_ms": at_ms,
                 "reason": why,
             })),
+            "cost": c.cost.as_ref().map(|m| self.cost_status(m)),
             "samples": c.samples.iter().collect::<Vec<_>>(),
         })
     }

@@ -98,11 +98,12 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
         }
         let sample = if failed { None } else { mean(&times) };
         let load = meter.as_mut().and_then(|m| m.sample());
+        let demand_wait = meter.as_ref().and_then(|m| m.demand_wait());
         // At most one re-probe per epoch (000 §3.3: "another probe immediately"), as strong a
         // sample as the one it checks: k probes at once, their mean. (One probe after a mean
         // of k over the threshold usually lands after the burst and calls it an outlier.) A
         // confirmed over-threshold sample ends the epoch.
-        if nps.sample(sample, load) == Next::ProbeNow {
+        if nps.sample(sample, load, demand_wait) == Next::ProbeNow {
             let mut again = Vec::with_capacity(k as usize);
             for _ in 0..k {
                 match probe(&client, &uri, timeout).await {
@@ -116,7 +117,7 @@ pub async fn run(nps: Arc<Nps>, addr: SocketAddr) {
             }
             // The epoch's load was reported with its sample; reported again it would count
             // twice in the mean a growth step uses.
-            let next = nps.sample(mean(&again), None);
+            let next = nps.sample(mean(&again), None, None);
             debug_assert_eq!(next, Next::NextEpoch);
         }
     }

@@ -14,6 +14,8 @@
 //!
 //! - [`monitor`]: budget estimation (§3.3): AIMD over probe response times, and the threshold
 //!   from the knee of a response-time curve.
+//! - [`cost`]: what prefetching costs demand, from clients' reports of their pages' response
+//!   times in quiet periods (no prefetching) and busy ones.
 //! - [`budget`]: budget distribution (§3.3): which hint requests get one document's worth of
 //!   hints, p = min(1, B·τ / (N·D)), and when the others should ask again.
 //! - [`hints`]: the hint server's model, trained from the demand stream, answering a client's
@@ -22,6 +24,7 @@
 //! Time, I/O and randomness stay outside: everything here is deterministic.
 
 pub mod budget;
+pub mod cost;
 pub mod eval;
 pub mod hints;
 pub mod monitor;

@@ -51,6 +51,14 @@
 //!   it, and between the aim and the target the budget holds. This replaces slow start and
 //!   the additive increase while the load is known. The probes keep their rule: a confirmed
 //!   sample over the threshold still halves the budget. `0` turns it off (the paper's rule).
+//! - **What prefetching costs demand** (`cost_target`): neither the probes nor the load see
+//!   what prefetching costs demand outside the node's own threads (the kernel's network work,
+//!   the clients' side, a shared link). The caller reports an estimate from time to time
+//!   ([`Monitor::set_cost`], measured by [`crate::cost`]: how much slower clients found the
+//!   pages served while prefetching than those served in quiet periods). Over the target, the
+//!   budget is cut to the target over the cost, by at most half; growth waits for an
+//!   estimate under [`COST_AIM`] of the target. It only ever holds the budget back: the
+//!   probes and the load keep their rules. `0` turns it off.
 //! - **Overloaded now** ([`Monitor::overloaded`]): after each sample, whether its probes were
 //!   over the threshold (before a re-probe confirms them) or the load at [`SHED_LOAD`] or
 //!   over. The budget changes once an epoch and lists granted before a burst still arrive in
@@ -77,6 +85,11 @@ pub const LOAD_CUT_EVERY: u32 = 2;
 /// load to 0.8–0.9 (seen at 1,200 documents/s: the samples in
 /// docs/experiments/000/nps/pilots/pilot24-status-monitor-knee-1200-2.json).
 pub const LOAD_AIM: f64 = 0.9;
+
+/// The budget grows again only once prefetching's cost is under this fraction of the cost
+/// target; between the two it holds (the load target's dead band, for the same reason: the
+/// estimate varies by a point or two around its mean).
+pub const COST_AIM: f64 = 0.5;
 
 /// A load at or over this (or over the target, if that is higher) makes the node overloaded
 /// ([`Monitor::overloaded`]) whatever the probes say: the CPU is nearly all in use, so no
@@ -110,6 +123,10 @@ pub struct MonitorConfig {
     /// Keep the node's load (the fraction of its CPU it uses, [`Monitor::set_load`]) under
     /// this; 0: off.
     pub load_target: f64,
+    /// Keep what prefetching costs demand (the fraction by which pages served while
+    /// prefetching are slower than pages served in quiet periods, as clients report them:
+    /// [`crate::cost`], [`Monitor::set_cost`]) under this; 0: off.
+    pub cost_target: f64,
 }
 
 impl Default for MonitorConfig {
@@ -125,6 +142,7 @@ impl Default for MonitorConfig {
             validate: 2.0,
             validate_floor_per_s: 100.0,
             load_target: 0.0,
+            cost_target: 0.0,
         }
     }
 }
@@ -153,6 +171,8 @@ pub enum Change {
     Decayed,
     /// The node's load was over its target: the budget was cut in proportion.
     Cut,
+    /// Prefetching cost demand more than the cost target: the budget was cut in proportion.
+    Braked,
 }
 
 /// A running mean.
@@ -208,6 +228,10 @@ pub struct Monitor {
     since_cut: u32,
     /// The last sample said the node is overloaded ([`Monitor::overloaded`]).
     overloaded: bool,
+    /// What prefetching costs demand, as last reported ([`Monitor::set_cost`]).
+    cost: Option<f64>,
+    /// A cost over the target was reported and the budget not cut for it yet.
+    brake: Option<f64>,
 }
 
 impl Monitor {
@@ -228,7 +252,30 @@ impl Monitor {
             last_served: None,
             since_cut: LOAD_CUT_EVERY,
             overloaded: false,
+            cost: None,
+            brake: None,
         }
+    }
+
+    /// Reports a new estimate of what prefetching costs demand ([`crate::cost`]): the fraction
+    /// by which demand is slower while prefetching. Over the cost target, the next sample cuts
+    /// the budget to the target over the cost (by at most half), as if the cost grew in
+    /// proportion to the budget. Growth waits until an estimate is under [`COST_AIM`] of the
+    /// target: between the two the budget holds. Report each estimate once: each one over the
+    /// target is a cut. (With `cost_target` 0 the estimate is only kept.)
+    pub fn set_cost(&mut self, cost: f64) {
+        if !cost.is_finite() {
+            return;
+        }
+        self.cost = Some(cost);
+        let target = self.config.cost_target;
+        self.brake = (target > 0.0 && cost > target).then_some(cost);
+    }
+
+    /// Whether the last cost estimate holds growth back.
+    fn cost_holds(&self) -> bool {
+        let target = self.config.cost_target;
+        target > 0.0 && self.cost.is_some_and(|c| c > target * COST_AIM)
     }
 
     /// Reports the node's load over the last epoch: the CPU it used as a fraction of what it
@@ -323,6 +370,17 @@ impl Monitor {
         let shed_load = SHED_LOAD.max(self.config.load_target);
         self.overloaded = rt.is_none_or(|rt| rt > self.config.threshold)
             || self.load.is_some_and(|l| l >= shed_load);
+        if let Some(cost) = self.brake.take() {
+            // What demand pays is measured over seconds (a cycle of the cost meter), so the
+            // cut is made once for each estimate, whatever the probes and the load say now.
+            self.good = 0;
+            self.confirming = false;
+            self.end_slow_start();
+            self.since = Since::default();
+            let factor = (self.config.cost_target / cost).clamp(0.5, 1.0);
+            self.budget = (self.budget * factor).max(self.config.min_per_s);
+            return (Next::NextEpoch, Change::Braked);
+        }
         if let Some((load, target)) = self.load_and_target().filter(|(l, t)| l > t) {
             // Over the load target: no growth, and a cut unless one was just made. A probe
             // over the threshold as well is an overload both signals see: the probes' halving,
@@ -388,6 +446,9 @@ impl Monitor {
             return (Next::NextEpoch, change);
         }
         self.good = 0;
+        if self.cost_holds() {
+            return (Next::NextEpoch, change);
+        }
         let since = std::mem::take(&mut self.since);
         let mean_load = since.load.mean().filter(|_| self.config.load_target > 0.0);
         let mean_served = since.served.mean();
@@ -992,5 +1053,58 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_cost_over_the_target_cuts_once_and_holds_growth_until_it_falls() {
+        let mut m = Monitor::new(MonitorConfig {
+            threshold: 10 * MS,
+            slow_start: false,
+            validate: 0.0,
+            cost_target: 0.05,
+            ..MonitorConfig::default()
+        });
+        for _ in 0..5 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 2.0);
+        m.budget = 1000.0;
+        // 8 % against a target of 5 %: cut to 5/8 of the budget, once.
+        m.set_cost(0.08);
+        assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::Braked));
+        assert_eq!(m.budget_per_s(), 625.0);
+        // Still over half the target: five good samples do not grow it.
+        for _ in 0..10 {
+            assert_eq!(m.sample(Some(MS)), (Next::NextEpoch, Change::None));
+        }
+        assert_eq!(m.budget_per_s(), 625.0);
+        // 4 %: under the target, no cut, but still no growth (the dead band).
+        m.set_cost(0.04);
+        for _ in 0..5 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 625.0);
+        // 1 %: growth again.
+        m.set_cost(0.01);
+        for _ in 0..5 {
+            m.sample(Some(MS));
+        }
+        assert_eq!(m.budget_per_s(), 626.0);
+        // A cost many times the target halves the budget at most.
+        m.set_cost(0.5);
+        assert_eq!(m.sample(Some(MS)).1, Change::Braked);
+        assert_eq!(m.budget_per_s(), 313.0);
+    }
+
+    #[test]
+    fn without_a_cost_target_the_cost_is_only_kept() {
+        let mut m = paper();
+        m.set_cost(0.5);
+        m.set_cost(f64::NAN);
+        for _ in 0..5 {
+            assert_ne!(m.sample(Some(MS)).1, Change::Braked);
+        }
+        assert_eq!(m.budget_per_s(), 2.0);
+        assert_eq!(m.cost, Some(0.5));
     }
 }

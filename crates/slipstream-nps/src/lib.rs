@@ -605,9 +605,9 @@ impl Nps {
             "cycles": m.results().map(|r| serde_json::json!({
                 "cycle": r.cycle,
                 "quiet_reports": r.quiet.0,
-                "quiet_ms": r.quiet.1.map(|s| s * 1e3),
+                "quiet_median_ms": r.quiet.1.map(|s| s * 1e3),
                 "busy_reports": r.busy.0,
-                "busy_ms": r.busy.1.map(|s| s * 1e3),
+                "busy_median_ms": r.busy.1.map(|s| s * 1e3),
                 "cost": r.cost,
             })).collect::<Vec<_>>(),
         })

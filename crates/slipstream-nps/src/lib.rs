@@ -609,6 +609,7 @@ impl Nps {
                 "busy_reports": r.busy.0,
                 "busy_median_ms": r.busy.1.map(|s| s * 1e3),
                 "cost": r.cost,
+                "mean_cost": r.mean_cost,
             })).collect::<Vec<_>>(),
         })
     }

@@ -137,11 +137,15 @@ impl Times {
         self.0.len() as u32
     }
 
+    fn mean(&self) -> Option<f64> {
+        (!self.0.is_empty()).then(|| self.0.iter().sum::<f64>() / self.0.len() as f64)
+    }
+
     /// The median: a page's response time has a long tail (on our test machine p99.9 is
-    /// twice the mean), and a few pages caught in one stall of the machine moved a quiet
-    /// period's mean by several per cent, more than the target the estimate is held to
-    /// (docs/experiments/000-nps.md, pilot 71). What prefetching costs moves the whole
-    /// distribution, the median with it.
+    /// twice the mean), so a few pages caught in one stall of the machine move a half's mean
+    /// far more than its median; what prefetching costs moves the whole distribution, the
+    /// median with it. (The means are kept beside, for comparison: pilot 72 in
+    /// docs/experiments/000-nps.md.)
     fn median(&mut self) -> Option<f64> {
         if self.0.is_empty() {
             return None;
@@ -174,6 +178,8 @@ pub struct CycleResult {
     pub busy: (u32, Option<f64>),
     /// The busy median over the quiet one, minus one; `None` with too few reports in either.
     pub cost: Option<f64>,
+    /// The same from the means, for comparison (the estimate does not use it).
+    pub mean_cost: Option<f64>,
 }
 
 /// The cost estimator. Time is the caller's: a duration since the node started.
@@ -261,14 +267,15 @@ impl CostMeter {
             let enough = |t: &Times| t.n() >= self.config.min_reports;
             let counted = (enough(&h.quiet), enough(&h.busy));
             let (quiet, busy) = (h.quiet.median(), h.busy.median());
-            let cost = match (quiet, busy) {
-                // The first cycle is the node's start: its quiet period has the first
-                // connections opened and caches cold (seen: 18 ms a page against 3 ms after).
-                (Some(q), Some(b)) if cycle > 0 && counted == (true, true) && q > 0.0 => {
-                    Some(b / q - 1.0)
-                }
+            // The first cycle is the node's start: its quiet period has the first connections
+            // opened and caches cold (seen: 18 ms a page against 3 ms after).
+            let costs = cycle > 0 && counted == (true, true);
+            let ratio = |q: Option<f64>, b: Option<f64>| match (q, b) {
+                (Some(q), Some(b)) if costs && q > 0.0 => Some(b / q - 1.0),
                 _ => None,
             };
+            let cost = ratio(quiet, busy);
+            let mean_cost = ratio(h.quiet.mean(), h.busy.mean());
             if self.results.len() == RESULTS_KEPT {
                 self.results.pop_front();
             }
@@ -277,6 +284,7 @@ impl CostMeter {
                 quiet: (h.quiet.n(), quiet),
                 busy: (h.busy.n(), busy),
                 cost,
+                mean_cost,
             });
             self.closed_below += 1;
             costed |= cost.is_some();
@@ -443,13 +451,16 @@ mod tests {
         let mut m = meter();
         let start = 4000 * MS;
         for i in 0..11 {
-            // Two of the quiet period's pages waited 40 ms behind a stall of the machine.
+            // Two of the quiet period's pages waited 40 ms behind a stall of the machine: the
+            // means would make that a cost of -57 %.
             let rt = if i < 2 { 40 * MS } else { 3 * MS };
             m.report(start + s3(), start + (200 + i) * MS, rt);
             m.report(start + s3(), start + (1000 + i) * MS, 3 * MS);
         }
         m.close(9500 * MS);
-        assert_eq!(m.results().last().unwrap().cost, Some(0.0));
+        let r = *m.results().last().unwrap();
+        assert_eq!(r.cost, Some(0.0));
+        assert!(r.mean_cost.unwrap() < -0.5, "{r:?}");
     }
 
     fn s3() -> Duration {

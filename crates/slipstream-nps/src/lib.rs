@@ -274,8 +274,9 @@ impl Nps {
         if self.settings.budget == Budget::Unlimited || !self.settings.admit_browser_prefetch {
             return true;
         }
-        let admitted =
-            !self.shedding() && self.with_budget(|d, now, budget, rng| d.admit(now, budget, rng));
+        let admitted = !self.shedding()
+            && self.quiet_left().is_none()
+            && self.with_budget(|d, now, budget, rng| d.admit(now, budget, rng));
         if !admitted {
             self.refused.fetch_add(1, Ordering::Relaxed);
         }
@@ -283,10 +284,15 @@ impl Nps {
     }
 
     /// Whether prefetches are refused now: `shed` is on and the monitor's last sample found
-    /// the node overloaded ([`Monitor::overloaded`]), or a quiet period of the cost
-    /// measurement is on ([`Nps::quiet_left`]).
+    /// the node overloaded ([`Monitor::overloaded`]).
+    ///
+    /// A quiet period of the cost measurement ([`Nps::quiet_left`]) grants no list and admits
+    /// no browser's own prefetch, but lets the prefetches of lists granted before it finish
+    /// (its first `settle` is not measured): an agent refused a prefetch drops the rest of
+    /// its chain of lists, as the browser agent does, and shed at every quiet period's start
+    /// the Monitor's clients prefetched a third less (pilot 73 in docs/experiments/000-nps.md).
     pub fn shedding(&self) -> bool {
-        self.shedding.load(Ordering::Relaxed) || self.quiet_left().is_some()
+        self.shedding.load(Ordering::Relaxed)
     }
 
     /// With `cost_target` on and a quiet period now, the time left of it: no list is granted
@@ -694,5 +700,58 @@ mod tests {
         assert_eq!(r.per_s(s(4), 700), Some((200.0, 1.0)));
         // A count that went back reads as nothing answered, not a negative rate.
         assert_eq!(r.per_s(s(5), 600), Some((0.0, 1.0)));
+    }
+
+    #[test]
+    fn a_quiet_period_grants_nothing_and_leaves_the_budget_alone() {
+        // A quiet period of a minute from the start, so that the test runs inside it.
+        let settings = config::Config {
+            cost_target: 0.05,
+            cost_every_ms: 130_000,
+            quiet_ms: 60_000,
+            ..config::Config::default()
+        }
+        .validate()
+        .expect("valid");
+        let nps = Nps::new(settings);
+        let left = nps.quiet_left().expect("quiet from the start");
+        assert!(left > Duration::from_secs(50), "{left:?}");
+        // No browser's own prefetch is admitted, but granted lists are not shed.
+        assert!(!nps.admit_prefetch());
+        assert!(!nps.shedding());
+        let a = nps.answer("/a.html", None, 0);
+        assert!(a.hints.is_empty());
+        assert_eq!(a.next_turn, Some(0));
+        assert!(a.retry_after.expect("a wait") >= Duration::from_secs(50));
+        assert!(nps.page_hint_wait().expect("a page wait") >= Duration::from_secs(50));
+        // Samples in it leave the budget where it was, however idle the node looks.
+        let budget = nps.budget_per_s();
+        for _ in 0..20 {
+            nps.sample(Some(Duration::from_micros(100)), Some(0.01), Some(0.0));
+        }
+        assert_eq!(nps.budget_per_s(), budget);
+        assert_eq!(nps.status()["samples"][0]["change"], "quiet");
+        // Pages carry when they were served, and reports are sorted or left out.
+        assert!(nps.served_at_ms().is_some());
+        // (A page served at the start is in the settle; one served after now is implausible.)
+        assert_eq!(nps.report_page(0, 3000), Some(Report::Settling));
+        assert_eq!(
+            nps.report_page(u64::MAX / 4, 3000),
+            Some(Report::Implausible)
+        );
+        let reports = &nps.status()["cost"]["reports"];
+        assert_eq!(
+            (&reports["settling"], &reports["implausible"]),
+            (&1.into(), &1.into())
+        );
+    }
+
+    #[test]
+    fn without_a_cost_target_there_is_no_quiet_period_and_no_report_is_taken() {
+        let nps = Nps::new(config::Config::default().validate().expect("valid"));
+        assert_eq!(nps.quiet_left(), None);
+        assert_eq!(nps.served_at_ms(), None);
+        assert_eq!(nps.report_page(0, 3000), None);
+        assert!(nps.status()["cost"].is_null());
     }
 }

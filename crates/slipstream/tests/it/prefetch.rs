@@ -688,3 +688,92 @@ fn the_prefetch_listener_serves_from_an_idle_priority_thread() {
         });
     }
 }
+
+/// The reports a node's cost measurement took, of every kind.
+fn reports(s: &serde_json::Value) -> u64 {
+    let r = &s["cost"]["reports"];
+    ["quiet", "busy", "settling", "late", "implausible"]
+        .iter()
+        .map(|k| r[k].as_u64().expect("a count"))
+        .sum()
+}
+
+#[test]
+fn pages_say_when_they_were_served_and_the_agents_report_how_long_they_took() {
+    let site = pages();
+    let (node, s) = grown_budget(
+        site.path(),
+        &[
+            "--set",
+            "prefetch.cost_target=0.05",
+            "--set",
+            "prefetch.cost_every_ms=2000",
+            "--set",
+            "prefetch.quiet_ms=500",
+        ],
+    );
+    assert_eq!(s["cost"]["target"], 0.05);
+    assert_eq!(reports(&s), 0);
+    let page = get(node.addr, "/a.html");
+    assert_eq!(page.status, 200);
+    let served: u64 = page
+        .header("slipstream-served-ms")
+        .expect("a page says when it was served")
+        .parse()
+        .expect("milliseconds");
+    assert!(served <= status(node.addr)["uptime_ms"].as_u64().unwrap());
+    // Malformed reports are refused with a reason and taken as nothing.
+    for bad in [
+        "url=/a.html&served_ms=12",
+        "url=/a.html&page_us=12",
+        "url=/a.html&served_ms=x&page_us=12",
+        "url=/a.html&served_ms=12&page_us=-1",
+    ] {
+        let r = get(node.addr, &format!("/_slipstream/hints?{bad}"));
+        assert_eq!(r.status, 400, "{bad}");
+        assert!(!r.body.is_empty(), "{bad}: a reason");
+    }
+    assert_eq!(reports(&status(node.addr)), 0);
+    // A report of that page is taken; one of a page served in the future is left out as
+    // implausible, and neither stops the answer.
+    hints(
+        node.addr,
+        &format!("url=/a.html&served_ms={served}&page_us=3000"),
+    );
+    hints(node.addr, "url=/a.html&served_ms=999999999999&page_us=3000");
+    let s = status(node.addr);
+    assert_eq!(reports(&s), 2, "{}", s["cost"]);
+    assert_eq!(s["cost"]["reports"]["implausible"], 1);
+
+    // The bench's agents report their documents on their first hint requests.
+    let urls = site.path().join("urls.txt");
+    std::fs::write(&urls, "/a.html\n/b.html\n/c.html\n").expect("write");
+    let json = site.path().join("run.json");
+    run_agents(
+        node.addr,
+        &urls,
+        &[
+            "--agents",
+            "hinted",
+            "--doc-files",
+            "1",
+            "--duration",
+            "2s",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let run: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("read run.json")).expect("json");
+    let documents = run["demand"]["completed"].as_u64().expect("documents");
+    let s = status(node.addr);
+    let taken = reports(&s) - 2;
+    // Every document carried the header; an agent that left before asking (told to wait past
+    // its visit) reports nothing, so at least half, and never more than one each.
+    assert!(
+        taken * 2 >= documents && taken <= documents,
+        "{taken} reports of {documents} documents: {}",
+        s["cost"]
+    );
+    assert_eq!(s["cost"]["reports"]["implausible"], 1, "{}", s["cost"]);
+}

@@ -79,6 +79,9 @@ pub struct Distributor {
     /// Paced: the earliest time the next list may go out (`None` until the first request: a
     /// budget starts with no credit, its first slot one interval after that request).
     next_list: Option<Duration>,
+    /// Paced: what `next_list` was counted from (one interval before it, at the budget of the
+    /// time), so that a budget that has grown since brings it nearer ([`Distributor::respace`]).
+    slot_from: Option<Duration>,
     /// Paced: a request whose slot is due within this long is held for it, not refused.
     hold: Duration,
     /// Held: the time the last refused client was sent back to.
@@ -115,6 +118,7 @@ impl Distributor {
             paced: false,
             slack: Duration::ZERO,
             next_list: None,
+            slot_from: None,
             hold: Duration::ZERO,
             queue_end: None,
             totals: Totals::default(),
@@ -241,6 +245,9 @@ impl Distributor {
         self.arrived += 1;
         let p = self.p(budget_per_s);
         let paced = self.paced && budget_per_s > 0.0;
+        if paced {
+            self.respace(budget_per_s);
+        }
         let accept = if paced {
             let taken = self.take_slot(now, budget_per_s);
             if let Some(after) = (!taken)
@@ -303,10 +310,35 @@ impl Distributor {
         Duration::try_from_secs_f64(self.doc_files as f64 / budget_per_s).unwrap_or(Duration::MAX)
     }
 
+    /// Paced: the next slot no later than one interval at `budget_per_s` after what it was
+    /// counted from. A slot counted at a small budget is far off: the first hint request at a
+    /// budget of one file a second put the first slot 10 s later (D = 10), and the budget
+    /// grown to hundreds a second a moment after granted nothing until then (seen when quiet
+    /// periods of the cost measurement brought the first hint requests before the budget's
+    /// first growth: pilot 74 in docs/experiments/000-nps.md). A budget cut since leaves the
+    /// slot where it was: the one after it is spaced at the new interval.
+    fn respace(&mut self, budget_per_s: f64) {
+        if let (Some(next), Some(from)) = (self.next_list, self.slot_from) {
+            let sooner = from.saturating_add(self.interval(budget_per_s));
+            if sooner < next {
+                self.next_list = Some(sooner);
+            }
+        }
+    }
+
+    /// Sets the next slot one interval after `from`.
+    fn set_next(&mut self, from: Duration, interval: Duration) {
+        self.slot_from = Some(from);
+        self.next_list = Some(from.saturating_add(interval));
+    }
+
     /// Paced: takes the slot due at `now`, if there is one and the epoch's B·τ allows.
     fn take_slot(&mut self, now: Duration, budget_per_s: f64) -> bool {
         let interval = self.interval(budget_per_s);
-        let next = *self.next_list.get_or_insert(now.saturating_add(interval));
+        if self.next_list.is_none() {
+            self.set_next(now, interval);
+        }
+        let next = self.next_list.unwrap_or(now);
         if now < next || self.spent(budget_per_s) {
             return false;
         }
@@ -320,7 +352,7 @@ impl Distributor {
         } else {
             now
         };
-        self.next_list = Some(from.saturating_add(interval));
+        self.set_next(from, interval);
         true
     }
 
@@ -332,7 +364,7 @@ impl Distributor {
         if after > self.hold || self.spent(budget_per_s) {
             return None;
         }
-        self.next_list = Some(next.saturating_add(self.interval(budget_per_s)));
+        self.set_next(next, self.interval(budget_per_s));
         Some(after)
     }
 
@@ -666,6 +698,32 @@ mod tests {
         assert_eq!(granted.len(), 99, "{granted:?}");
         assert_eq!(granted[0], 10);
         assert!(granted.windows(2).all(|w| w[1] - w[0] == 10), "{granted:?}");
+    }
+
+    #[test]
+    fn paced_a_slot_counted_at_a_small_budget_comes_nearer_when_it_grows() {
+        let mut d = Distributor::new(100 * MS, 10).paced(true);
+        let mut rng = StdRng::seed_from_u64(13);
+        // At 1 file/s (D = 10) the first slot is 10 s after the first request.
+        assert!(matches!(
+            d.request(Duration::ZERO, 1.0, &mut rng),
+            Grant::Wait(_)
+        ));
+        // The budget has grown to 1,000 files/s: the slot is one interval (10 ms) after the
+        // first request, not 10 s.
+        assert!(matches!(
+            d.request(5 * MS, 1000.0, &mut rng),
+            Grant::Wait(_)
+        ));
+        assert_eq!(d.request(10 * MS, 1000.0, &mut rng), Grant::List(10));
+        // A cut (to 100 files/s, one list an epoch) leaves the next slot where it was, due at
+        // 20 ms, and spaces the one after it at the new interval.
+        assert_eq!(d.request(105 * MS, 100.0, &mut rng), Grant::List(10));
+        assert!(matches!(
+            d.request(115 * MS, 100.0, &mut rng),
+            Grant::Wait(_)
+        ));
+        assert_eq!(d.request(205 * MS, 100.0, &mut rng), Grant::List(10));
     }
 
     #[test]

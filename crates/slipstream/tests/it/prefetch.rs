@@ -214,13 +214,7 @@ fn a_node_with_nothing_to_give_tells_its_pages_to_wait_and_no_agent_asks() {
     wait_until(node.addr, "the budget halved to nothing", |s| {
         s["budget_per_s"].as_f64().unwrap() < 0.01
     });
-    let page = get(node.addr, "/p.html");
-    assert_eq!(page.status, 200);
-    let wait: u64 = page
-        .header("slipstream-hints-wait-ms")
-        .expect("a wait on the page")
-        .parse()
-        .expect("milliseconds");
+    let (page, wait) = page_with_millis(node.addr, "/p.html", "slipstream-hints-wait-ms");
     // As a hint request refused for want of budget is told: the longest wait's second half.
     assert!((2_500..=5_000).contains(&wait), "{wait}");
     let html = String::from_utf8_lossy(&page.body);
@@ -239,23 +233,7 @@ fn a_node_with_nothing_to_give_tells_its_pages_to_wait_and_no_agent_asks() {
         None
     );
     let before = status(node.addr);
-    let urls = site.path().join("urls.txt");
-    std::fs::write(&urls, "/p.html\n").expect("write");
-    let json = site.path().join("run.json");
-    run_agents(
-        node.addr,
-        &urls,
-        &[
-            "--agents",
-            "hinted",
-            "--duration",
-            "1s",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-    );
-    let run: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).expect("read run.json")).expect("json");
+    let run = hinted_run(node.addr, site.path(), "/p.html\n", &["--duration", "1s"]);
     let after = status(node.addr);
     let documents = run["demand"]["completed"].as_u64().expect("completed");
     assert!(documents >= 10, "{run}");
@@ -424,6 +402,24 @@ fn run_agents(addr: SocketAddr, urls: &std::path::Path, extra: &[&str]) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// [`run_agents`] with hinted agents on `urls` (written to `site`) and `extra` arguments;
+/// the run's JSON report.
+fn hinted_run(
+    addr: SocketAddr,
+    site: &std::path::Path,
+    urls: &str,
+    extra: &[&str],
+) -> serde_json::Value {
+    let list = site.join("urls.txt");
+    std::fs::write(&list, urls).expect("write");
+    let json = site.join("run.json");
+    let mut args = vec!["--agents", "hinted"];
+    args.extend_from_slice(extra);
+    args.extend(["--json", json.to_str().expect("a UTF-8 path")]);
+    run_agents(addr, &list, &args);
+    serde_json::from_slice(&std::fs::read(&json).expect("read run.json")).expect("json")
 }
 
 #[test]
@@ -689,6 +685,19 @@ fn the_prefetch_listener_serves_from_an_idle_priority_thread() {
     }
 }
 
+/// GETs the page at `path`, which must answer 200 with `header`, a number of milliseconds;
+/// the response and the number.
+fn page_with_millis(addr: SocketAddr, path: &str, header: &str) -> (crate::support::Reply, u64) {
+    let page = get(addr, path);
+    assert_eq!(page.status, 200);
+    let ms = page
+        .header(header)
+        .unwrap_or_else(|| panic!("{path} has no {header}"))
+        .parse()
+        .expect("milliseconds");
+    (page, ms)
+}
+
 /// The reports a node's cost measurement took, of every kind.
 fn reports(s: &serde_json::Value) -> u64 {
     let r = &s["cost"]["reports"];
@@ -714,13 +723,7 @@ fn pages_say_when_they_were_served_and_the_agents_report_how_long_they_took() {
     );
     assert_eq!(s["cost"]["target"], 0.05);
     assert_eq!(reports(&s), 0);
-    let page = get(node.addr, "/a.html");
-    assert_eq!(page.status, 200);
-    let served: u64 = page
-        .header("slipstream-served-ms")
-        .expect("a page says when it was served")
-        .parse()
-        .expect("milliseconds");
+    let (_, served) = page_with_millis(node.addr, "/a.html", "slipstream-served-ms");
     assert!(served <= status(node.addr)["uptime_ms"].as_u64().unwrap());
     // Malformed reports are refused with a reason and taken as nothing.
     for bad in [
@@ -746,25 +749,12 @@ fn pages_say_when_they_were_served_and_the_agents_report_how_long_they_took() {
     assert_eq!(s["cost"]["reports"]["implausible"], 1);
 
     // The bench's agents report their documents on their first hint requests.
-    let urls = site.path().join("urls.txt");
-    std::fs::write(&urls, "/a.html\n/b.html\n/c.html\n").expect("write");
-    let json = site.path().join("run.json");
-    run_agents(
+    let run = hinted_run(
         node.addr,
-        &urls,
-        &[
-            "--agents",
-            "hinted",
-            "--doc-files",
-            "1",
-            "--duration",
-            "2s",
-            "--json",
-            json.to_str().unwrap(),
-        ],
+        site.path(),
+        "/a.html\n/b.html\n/c.html\n",
+        &["--doc-files", "1", "--duration", "2s"],
     );
-    let run: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).expect("read run.json")).expect("json");
     let documents = run["demand"]["completed"].as_u64().expect("documents");
     let s = status(node.addr);
     let taken = reports(&s) - 2;

@@ -289,8 +289,8 @@ impl Nps {
     /// A quiet period of the cost measurement ([`Nps::quiet_left`]) grants no list and admits
     /// no browser's own prefetch, but lets the prefetches of lists granted before it finish
     /// (its first `settle` is not measured): an agent refused a prefetch drops the rest of
-    /// its chain of lists, as the browser agent does, and shed at every quiet period's start
-    /// the Monitor's clients prefetched a third less (pilot 73 in docs/experiments/000-nps.md).
+    /// its chain of lists, as the browser agent does, so shedding at every quiet period's
+    /// start would end every chain under way.
     pub fn shedding(&self) -> bool {
         self.shedding.load(Ordering::Relaxed)
     }
@@ -514,7 +514,8 @@ impl Nps {
             // what the budget costs, a growth step on them would overshoot once prefetching
             // resumes, and validation would decay the budget toward the quiet period's
             // grants. The budget stands as it was; the probes still run, and the sample is
-            // kept.
+            // kept. (An overload the probes see in it counts from the first sample after it:
+            // the quiet period and its settle last 0.6 s by default.)
             return self.keep_sample(&mut c, rt, load, demand_wait, "quiet", Next::NextEpoch);
         }
         c.monitor.set_load(load);

@@ -3,9 +3,11 @@
 //!
 //! The paper's monitor (000 §3.3) and our CPU target see the server; what prefetching costs
 //! demand can lie elsewhere too: in the kernel's network work, on the clients' side, or on a
-//! link the two share. On our test machine most of it is on the load generator's core
-//! (docs/experiments/000-nps.md, pilots 56 and 69), where no signal the server reads can see
-//! it. The clients see it: each document they load takes longer. So the node asks them.
+//! link the two share. On our test machine, busy work at idle priority on the load
+//! generator's core alone slowed demand by a fifth to a third, and the node's demand threads
+//! waited no longer for a CPU while the node prefetched (docs/experiments/000-nps.md, pilots
+//! 56 and 69). The clients see every part of it: each document they load takes longer. So
+//! the node asks them.
 //!
 //! Time is cut into cycles of `every`. Each cycle starts with a **quiet** period of `quiet`
 //! in which the node prefetches nothing (no list is granted, prefetches are refused, pages

@@ -145,13 +145,14 @@ case $MONITOR_AGENTS in hinted|off) ;; *) echo "MONITOR_AGENTS must be hinted or
 case $AGENT_PREFETCH_CPU in ''|*[!0-9]*) echo "AGENT_PREFETCH_CPU must be a CPU number, not $AGENT_PREFETCH_CPU" >&2; exit 2 ;; esac
 case $AGENT_PRIORITY in idle|normal) ;; *) echo "AGENT_PRIORITY must be idle or normal, not $AGENT_PRIORITY" >&2; exit 2 ;; esac
 for t in $THRESHOLDS; do
+  given=$t
   ag=; case $t in *+anormal|*+aidle) ag=-a${t##*+a}; t=${t%+a*} ;; esac
   shed=; case $t in *+noshed) shed=-noshed; t=${t%+noshed} ;; esac
   cost=; case $t in *+cost*) cost=-cost${t##*+cost}; t=${t%+cost*}
-    case ${cost#-cost} in ''|*[!0-9]*) echo "threshold $t: +costN takes a whole percentage, not ${cost#-cost}" >&2; exit 2 ;; esac ;; esac
+    case ${cost#-cost} in ''|*[!0-9]*) echo "threshold $given: +costN takes a whole percentage, not ${cost#-cost}" >&2; exit 2 ;; esac ;; esac
   # What is left is THRESHOLD[@TARGET][:LISTENER]; a suffix out of order would be read as part
   # of the threshold and fail only when its server does, so it is refused here.
-  case $t in *+*) echo "threshold $t: suffixes go in the order +costN, +noshed, +aidle/+anormal" >&2; exit 2 ;; esac
+  case $t in *+*) echo "threshold $given: suffixes go in the order +costN, +noshed, +aidle/+anormal" >&2; exit 2 ;; esac
   lis=; case $t in *:*) lis=-l${t#*:}; t=${t%%:*} ;; esac
   th=${t%@*}; cpu=; [ "$t" != "$th" ] && cpu=-cpu${t#*@}
   if [ "$th" = knee ]; then policies="$policies monitor-knee$cpu$lis$cost$shed$ag"; else policies="$policies monitor-${th}ms$cpu$lis$cost$shed$ag"; fi

@@ -21,6 +21,9 @@
   // (data-hints-wait-ms: no budget now, or shedding); the worker reads it.
   var hintsWait = (script && script.getAttribute('data-hints-wait-ms')) || null;
   var hintsWaitAt = (script && script.getAttribute('data-hints-wait-at')) || null;
+  // When the node served this page (data-served-ms, with its cost measurement on): the
+  // worker reports it with the page's response time on its first hint request.
+  var servedMs = (script && script.getAttribute('data-served-ms')) || null;
   var swUrl = new URL('../sw.js', (script && script.src) || location.href).href;
   // Whether a worker answered this page's navigation: Navigation Timing's workerStart is 0
   // unless a service worker handled the request, and the page is controlled from its start.
@@ -61,6 +64,10 @@
     for (var i = 0; i < entries.length; i++) total += entries[i].transferSize || entries[i].encodedBodySize || 0;
     return total;
   }
+  function navigationTiming() {
+    var nav = performance.getEntriesByType && performance.getEntriesByType('navigation')[0];
+    return nav ? { requestStart: nav.requestStart, responseEnd: nav.responseEnd, transferSize: nav.transferSize } : null;
+  }
   function previousPage() {
     try {
       var r = document.referrer ? new URL(document.referrer) : null;
@@ -80,6 +87,8 @@
           base: prefetchBase,
           hintsWait: hintsWait,
           hintsWaitAt: hintsWaitAt,
+          servedMs: servedMs,
+          navigation: navigationTiming(),
         });
       }).then(resolve, function () {
         resolve(null);

@@ -7,7 +7,7 @@
 // URL, sends the due probes, keeps the state in IndexedDB and answers the latency-table page.
 
 import { Agent, blockText, expandBlock, logicalKey, parseBlock } from './agent/agent.mjs';
-import { baseOrigin, byteAllowance, isFresh, mayPrefetch, pageWaitLeft, PREFETCH_DEFAULTS, readHints } from './agent/prefetch.mjs';
+import { baseOrigin, byteAllowance, isFresh, mayPrefetch, pageReport, pageWaitLeft, PREFETCH_DEFAULTS, readHints } from './agent/prefetch.mjs';
 
 const DB_NAME = 'slipstream-agent';
 const DB_STORE = 'state';
@@ -482,7 +482,7 @@ const STORED_AT = 'x-slipstream-prefetched-at';
 const prefetchedAt = new Map();
 /** Pages with a prefetch in progress (one at a time each). */
 const prefetching = new Set();
-const prefetchStats = { asked: 0, lists: 0, waits: 0, page_waits: 0, asked_before_page_wait: null, gave_up: 0, fetched: 0, bytes: 0, failed: 0, refused: 0, served: 0, skipped: null };
+const prefetchStats = { asked: 0, lists: 0, waits: 0, page_waits: 0, reported: 0, asked_before_page_wait: null, gave_up: 0, fetched: 0, bytes: 0, failed: 0, refused: 0, served: 0, skipped: null };
 
 /** The entries a previous worker stored, read once: fresh ones kept, stale ones deleted. */
 const prefetchIndex = caches
@@ -504,9 +504,10 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * Prefetches for the page at `pagePath` (its previous page `prevPath`), which was `demandBytes`
  * long; `namedBase` is the prefetch listener the page named (its munged script's
  * `data-prefetch-base`), or null; `pageWaitMs` what is left of the wait the page asked for
- * before the first hint request (`pageWaitLeft`), or null.
+ * before the first hint request (`pageWaitLeft`), or null; `report` what the first hint
+ * request tells the node about the page (`pageReport`), or null.
  */
-async function prefetchFor(pagePath, prevPath, demandBytes, namedBase, pageWaitMs) {
+async function prefetchFor(pagePath, prevPath, demandBytes, namedBase, pageWaitMs, report) {
   const gate = mayPrefetch(self.navigator?.connection);
   if (!gate.ok) {
     prefetchStats.skipped = gate.why;
@@ -536,6 +537,13 @@ async function prefetchFor(pagePath, prevPath, demandBytes, namedBase, pageWaitM
     while (turn !== null && turn < PREFETCH_DEFAULTS.max_turns && allowance > 0) {
       const q = new URLSearchParams({ url: pagePath, turn: String(turn) });
       if (prevPath) q.set('prev', prevPath);
+      if (report) {
+        // The page's report goes with the first hint request only.
+        q.set('served_ms', report.served_ms);
+        q.set('page_us', report.page_us);
+        prefetchStats.reported++;
+        report = null;
+      }
       prefetchStats.asked++;
       let answer;
       try {
@@ -680,7 +688,14 @@ self.addEventListener('message', (event) => {
   if (data.type === 'slipstream-prefetch' && typeof data.url === 'string' && data.url.startsWith('/')) {
     const prev = typeof data.prev === 'string' && data.prev.startsWith('/') ? data.prev : null;
     event.waitUntil(
-      prefetchFor(data.url, prev, Number(data.demandBytes), data.base ?? null, pageWaitLeft(data.hintsWait, data.hintsWaitAt, Date.now())).then(() =>
+      prefetchFor(
+        data.url,
+        prev,
+        Number(data.demandBytes),
+        data.base ?? null,
+        pageWaitLeft(data.hintsWait, data.hintsWaitAt, Date.now()),
+        pageReport(data.servedMs, data.navigation),
+      ).then(() =>
         reply({ type: 'slipstream-prefetched', prefetch: { ...prefetchStats, entries: prefetchedAt.size } }),
       ),
     );

@@ -83,7 +83,14 @@ test('NPS agent: hinted pages prefetched through the prefetch listener are serve
   t.after(() => cleanup.run());
   const { chromium } = await playwright();
   const root = tempDir(cleanup, 'slipstream-nps-');
-  const node = await startNode(cleanup, root, ['prefetch.budget=unlimited', 'prefetch.listen=127.0.0.1:0', 'prefetch.doc_files=2']);
+  // With the cost measurement on, so that the page says when it was served and the worker
+  // reports it (the budget is unlimited: no quiet period, nothing braked).
+  const node = await startNode(cleanup, root, [
+    'prefetch.budget=unlimited',
+    'prefetch.listen=127.0.0.1:0',
+    'prefetch.doc_files=2',
+    'prefetch.cost_target=0.05',
+  ]);
   await train(node);
   const listener = (await node.status()).listener;
   assert.ok(listener && listener.base.startsWith('http://127.0.0.1:'), `a prefetch listener: ${JSON.stringify(listener)}`);
@@ -100,6 +107,12 @@ test('NPS agent: hinted pages prefetched through the prefetch listener are serve
   // The munged page named the listener, so even the worker's first hint request went there.
   assert.ok(afterPrefetch.hint_requests_via_listener >= 1, `hint requests through the listener: ${JSON.stringify(afterPrefetch)}`);
   assert.equal(afterPrefetch.hint_requests_via_listener, counts.prefetch.asked, 'every hint request the worker made went through the listener');
+  // Its first hint request reported how long the page took, as Chromium timed it.
+  assert.equal(counts.prefetch.reported, 1, `the worker reported the page: ${JSON.stringify(counts.prefetch)}`);
+  const reports = afterPrefetch.cost.reports;
+  const taken = reports.quiet + reports.busy + reports.settling + reports.late;
+  assert.equal(taken + reports.implausible, 1, `one report reached the node: ${JSON.stringify(afterPrefetch.cost)}`);
+  assert.equal(reports.implausible, 0, `the report was plausible: ${JSON.stringify(afterPrefetch.cost)}`);
 
   // The click on the hinted link: answered by the worker from Cache Storage.
   const demandBefore = afterPrefetch.demand.requests;

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { baseOrigin, byteAllowance, isFresh, mayPrefetch, pageWaitLeft, PREFETCH_DEFAULTS, readHints } from '../agent/prefetch.mjs';
+import { baseOrigin, byteAllowance, isFresh, mayPrefetch, pageReport, pageWaitLeft, PREFETCH_DEFAULTS, readHints } from '../agent/prefetch.mjs';
 
 test('Save-Data and 2G connections do not prefetch; others and unknown ones do', () => {
   assert.equal(mayPrefetch(undefined).ok, true);
@@ -71,4 +71,19 @@ test("a page's wait is what is left of it, from a fresh copy of the page only", 
   for (const [w, a] of [[null, String(at)], ['4200', null], ['-1', String(at)], ['1.5', String(at)], ['12ms', String(at)], ['1e3', String(at)], ['9999999999', String(at)], ['4200', 'soon'], [4200, at]]) {
     assert.equal(pageWaitLeft(w, a, at), null, `${w} ${a}`);
   }
+});
+
+test("a page's report carries when the node served it and its response time, or nothing", () => {
+  const nav = { requestStart: 10.25, responseEnd: 13.5, transferSize: 900 };
+  assert.deepEqual(pageReport('1234', nav), { served_ms: '1234', page_us: '3250' });
+  assert.deepEqual(pageReport(' 1234 ', nav), { served_ms: '1234', page_us: '3250' });
+  // No value, a malformed one, or no timing: no report.
+  for (const v of [null, undefined, '', '-1', '1.5', '12ab', '1'.repeat(16)]) assert.equal(pageReport(v, nav), null, String(v));
+  assert.equal(pageReport('1234', undefined), null);
+  // From a cache: the node's time is not the page's.
+  assert.equal(pageReport('1234', { ...nav, transferSize: 0 }), null);
+  // Times that are no page's.
+  assert.equal(pageReport('1234', { ...nav, responseEnd: 5 }), null);
+  assert.equal(pageReport('1234', { ...nav, responseEnd: 70000 }), null);
+  assert.equal(pageReport('1234', { requestStart: 'x', responseEnd: 3, transferSize: 1 }), null);
 });

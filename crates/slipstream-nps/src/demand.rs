@@ -65,9 +65,16 @@ impl Munger {
     /// agent is told to wait `hints_wait` before its first hint request (if any). The wait
     /// goes with the time it was given (`data-hints-wait-at`, Unix milliseconds), so that an
     /// agent reading a stale copy of the page (a browser's or a shared cache's) can tell.
-    fn new(prefetch_base: Option<&str>, hints_wait: Option<PageWait>) -> Munger {
+    fn new(
+        prefetch_base: Option<&str>,
+        hints_wait: Option<PageWait>,
+        served: Option<ServedAt>,
+    ) -> Munger {
         let base = prefetch_base
             .map(|b| format!(r#" data-prefetch-base="{}""#, attribute_escaped(b)))
+            .unwrap_or_default();
+        let served = served
+            .map(|ServedAt(ms)| format!(r#" data-served-ms="{ms}""#))
             .unwrap_or_default();
         let wait = hints_wait
             .map(|PageWait { ms, at_unix_ms }| {
@@ -76,7 +83,7 @@ impl Munger {
             .unwrap_or_default();
         Munger {
             script: format!(
-                r#"<script src="/_slipstream/agent/register.js"{base}{wait} defer></script>"#
+                r#"<script src="/_slipstream/agent/register.js"{base}{wait}{served} defer></script>"#
             ),
         }
     }
@@ -90,6 +97,11 @@ struct PageWait {
     ms: u64,
     at_unix_ms: u64,
 }
+
+/// When a page was served ([`crate::SERVED_HEADER`]), kept for the munger, so that the agent
+/// in the page can read it too (`data-served-ms`).
+#[derive(Debug, Clone, Copy)]
+struct ServedAt(u64);
 
 /// `s` escaped for a double-quoted HTML attribute value.
 fn attribute_escaped(s: &str) -> String {
@@ -274,6 +286,7 @@ impl Phase for Demand {
         if let Some(ms) = self.nps.served_at_ms() {
             res.headers
                 .insert(crate::SERVED_HEADER, http::HeaderValue::from(ms));
+            ctx.extensions.insert(ServedAt(ms));
         }
         // A page whose agent would only be told to wait says so itself, so that no hint
         // request is made for nothing.
@@ -308,6 +321,7 @@ impl Phase for Demand {
         let munger = Munger::new(
             self.nps.prefetch_base().as_deref(),
             ctx.extensions.get::<PageWait>().copied(),
+            ctx.extensions.get::<ServedAt>().copied(),
         );
         let handlers: [Arc<dyn slipstream_node::html::HtmlHandler>; 1] = [Arc::new(munger)];
         match slipstream_node::html::Rewriter::new(&handlers) {
@@ -374,11 +388,11 @@ mod tests {
     #[test]
     fn the_munged_script_names_the_prefetch_listener_escaped() {
         assert_eq!(
-            Munger::new(None, None).script,
+            Munger::new(None, None, None).script,
             r#"<script src="/_slipstream/agent/register.js" defer></script>"#
         );
         assert_eq!(
-            Munger::new(Some("http://127.0.0.1:8081"), None).script,
+            Munger::new(Some("http://127.0.0.1:8081"), None, None).script,
             r#"<script src="/_slipstream/agent/register.js" data-prefetch-base="http://127.0.0.1:8081" defer></script>"#
         );
         assert_eq!(
@@ -387,10 +401,11 @@ mod tests {
                 Some(PageWait {
                     ms: 4200,
                     at_unix_ms: 1_790_000_000_000
-                })
+                }),
+                Some(ServedAt(1234)),
             )
             .script,
-            r#"<script src="/_slipstream/agent/register.js" data-prefetch-base="http://127.0.0.1:8081" data-hints-wait-ms="4200" data-hints-wait-at="1790000000000" defer></script>"#
+            r#"<script src="/_slipstream/agent/register.js" data-prefetch-base="http://127.0.0.1:8081" data-hints-wait-ms="4200" data-hints-wait-at="1790000000000" data-served-ms="1234" defer></script>"#
         );
         assert_eq!(
             attribute_escaped(r#"http://x/"><script>&"#),

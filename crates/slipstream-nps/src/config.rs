@@ -373,6 +373,12 @@ impl Config {
                 "must be between 0 (off) and 1 (demand twice as slow)",
             ));
         }
+        if self.cost_target > 0.0 && self.cost_every_ms > 600_000 {
+            return Err(refuse(
+                "cost_every_ms",
+                "must be at most 10 minutes (a cycle's reports wait in memory until it ends)",
+            ));
+        }
         let cost = (self.cost_target > 0.0)
             .then(|| {
                 let c = slipstream_prefetch::cost::CostConfig {
@@ -540,6 +546,14 @@ mod tests {
                 ..Config::default()
             }),
             "quiet_ms"
+        );
+        assert_eq!(
+            bad(Config {
+                cost_target: 0.05,
+                cost_every_ms: 3_600_000,
+                ..Config::default()
+            }),
+            "cost_every_ms"
         );
         let on = Config {
             cost_target: 0.05,

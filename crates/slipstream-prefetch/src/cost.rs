@@ -261,7 +261,7 @@ impl CostMeter {
         loop {
             let end =
                 every.saturating_mul(u32::try_from(self.closed_below + 1).unwrap_or(u32::MAX));
-            if end + self.config.grace > now {
+            if end.saturating_add(self.config.grace) > now {
                 return if costed { self.estimate() } else { None };
             }
             let cycle = self.closed_below;

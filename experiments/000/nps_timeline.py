@@ -21,6 +21,28 @@ def load(bench_path):
     return bench, status
 
 
+def epoch_finder(bench, status):
+    """A function from a bucket's start (Unix ms) to the monitor's epoch sample that covers it:
+    the first taken after the bucket ended, re-probes (which carry no load) skipped; None
+    without a status, or for a bucket no sample covers."""
+    # The server's clock: its uptime when the status was read, and the wall clock then.
+    offset = None
+    if status is not None and "status_read_unix_ms" in bench:
+        offset = status["uptime_ms"] - bench["status_read_unix_ms"]  # server ms = unix ms + offset
+    samples = status.get("samples", []) if status else []
+
+    def epoch_at(unix_ms):
+        if offset is None:
+            return None
+        at = unix_ms + offset
+        for s in samples:
+            if s["at_ms"] >= at + 100 and s.get("load") is not None:
+                return s
+        return None
+
+    return epoch_at
+
+
 def median_bucket_ms(bench):
     """The run's typical 100 ms: the median over its buckets of their mean response time
     (buckets with no completed document left out); None when no document completed."""
@@ -38,23 +60,7 @@ def main(path):
     if n == 0:
         print("no documents")
         return
-    # The server's clock: its uptime when the status was read, and the wall clock then.
-    offset = None
-    if status is not None and "status_read_unix_ms" in bench:
-        offset = status["uptime_ms"] - bench["status_read_unix_ms"]  # server ms = unix ms + offset
-    samples = status.get("samples", []) if status else []
-
-    def epoch_at(unix_ms):
-        """The monitor's epoch sample that covers the bucket starting at `unix_ms` (the
-        first taken after the bucket ended; re-probes, which carry no load, are skipped)."""
-        if offset is None:
-            return None
-        at = unix_ms + offset
-        for s in samples:
-            if s["at_ms"] >= at + 100 and s.get("load") is not None:
-                return s
-        return None
-
+    epoch_at = epoch_finder(bench, status)
     # The buckets that weigh most in the run's mean: the most summed response time.
     order = sorted(range(len(docs)), key=lambda i: -(docs[i] * means[i]))
     worst = order[: max(1, len(docs) // 10)]

@@ -5,32 +5,30 @@ budget is high?
     python3 experiments/000/nps_within.py RUN_DIR
 
 Each measured 100 ms bucket of a run's timeline (bench-*.json) is paired with the monitor
-sample that closed the epoch it falls in (status-*.json, lined up by the status's uptime and
-the time it was read). The buckets are sorted by budget; the documents' mean response time
-in the top third is compared with the bottom third's. Printed per policy and rate: the mean
+sample that covers it (status-*.json), as nps_timeline.py lines them up. The buckets are
+sorted by budget; the documents' mean response time in the top third is compared with the bottom third's. Printed per policy and rate: the mean
 budgets of both thirds, their response times (each the mean over the runs), the difference,
 and its spread over the runs.
 """
 import collections
 import glob
-import json
 import os
 import statistics as st
 import sys
 
+from nps_timeline import epoch_finder, load
+
 
 def thirds(bench, status):
     t = bench["timeline"]
-    start = bench["status_read_unix_ms"] - status["uptime_ms"]
-    samples = status["samples"]
+    epoch_at = epoch_finder(bench, status)
     points = []
     for i, m in enumerate(t["mean_ms"]):
         if m is None or t["documents"][i] == 0:
             continue
-        at = t["measured_start_unix_ms"] - start + 100 * i + 50
-        closing = [x for x in samples if at <= x["at_ms"] < at + 100]
-        if closing:
-            points.append((closing[0]["budget_per_s"], m))
+        e = epoch_at(t["measured_start_unix_ms"] + i * t["bucket_ms"])
+        if e is not None:
+            points.append((e["budget_per_s"], m))
     if len(points) < 30:
         return None
     points.sort(key=lambda p: p[0])
@@ -47,8 +45,7 @@ def main():
     for bf in sorted(glob.glob(os.path.join(sys.argv[1], "bench-monitor-*.json"))):
         name = os.path.basename(bf)[len("bench-"):]
         try:
-            with open(bf) as b, open(os.path.join(sys.argv[1], "status-" + name)) as s:
-                r = thirds(json.load(b), json.load(s))
+            r = thirds(*load(bf))
         except (OSError, ValueError, KeyError) as e:
             print(f"{name}: left out ({e})", file=sys.stderr)
             continue

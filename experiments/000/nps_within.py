@@ -6,9 +6,9 @@ budget is high?
 
 Each measured 100 ms bucket of a run's timeline (bench-*.json) is paired with the monitor
 sample that covers it (status-*.json), as nps_timeline.py lines them up. The buckets are
-sorted by budget; the documents' mean response time in the top third is compared with the bottom third's. Printed per policy and rate: the mean
-budgets of both thirds, their response times (each the mean over the runs), the difference,
-and its spread over the runs.
+sorted by budget; the documents' mean response time in the top third is compared with the
+bottom third's. Printed per policy and rate: the mean budgets of both thirds, their response
+times (each the mean over the runs), the difference, and its spread over the runs.
 """
 import collections
 import glob

@@ -6,7 +6,8 @@
 For each status-*.json: the demand threads' run-queue delay (`demand_wait`, ms per second)
 and the budget over the last SAMPLES monitor samples (the measured run, at 100 ms epochs);
 with the cost brake on (prefetch.cost_target), each closed cycle's cost from medians and from
-means, the estimate, and how often the brake cut the budget. Last, the spread of the cycles'
+means, the estimate, how often the brake cut the budget, and the first cycle's halves (it
+has no cost: the node's start). Last, the spread of the cycles'
 costs over every run: the noise the brake's estimate carries.
 """
 import glob
@@ -48,6 +49,14 @@ def main():
             braked = sum(1 for x in s.get("samples", []) if x["change"] == "braked")
             line += (f"; cost estimate {'-' if est is None else f'{100 * est:+.1f} %'}, braked {braked}, cycles "
                      + ", ".join(f"{100 * c['cost']:+.1f} %" for c in cycles))
+            # The first cycle, which has no cost (the node's start): its halves as they were.
+            # (Pilots 70-71's statuses kept means under quiet_ms and busy_ms.)
+            first = next((c for c in cost["cycles"] if c["cycle"] == 0), None)
+            if first:
+                q = first.get("quiet_median_ms", first.get("quiet_ms"))
+                b = first.get("busy_median_ms", first.get("busy_ms"))
+                if q is not None and b is not None:
+                    line += f"; cycle 0: quiet {q:.2f} ms, busy {b:.2f} ms"
         print(line)
     if len(medians) > 1:
         print(f"\n{len(medians)} cycles with a cost: from medians mean {100 * st.mean(medians):+.1f} %, "

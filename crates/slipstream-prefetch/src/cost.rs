@@ -143,11 +143,12 @@ impl Times {
         (!self.0.is_empty()).then(|| self.0.iter().sum::<f64>() / self.0.len() as f64)
     }
 
-    /// The median: a page's response time has a long tail (on our test machine p99.9 is
-    /// twice the mean), so a few pages caught in one stall of the machine move a half's mean
-    /// far more than its median; what prefetching costs moves the whole distribution, the
-    /// median with it. (The means are kept beside, for comparison: pilot 72 in
-    /// docs/experiments/000-nps.md.)
+    /// The median: a page's response time has a long tail (on our test machine the slowest
+    /// document of a pilot's cell took two to four times the mean at 250 µs a request, six to
+    /// seventy times at 25 µs: pilots 73-76's table.txt), so a few
+    /// pages caught in one stall of the machine move a half's mean far more than its median;
+    /// what prefetching costs moves the whole distribution, the median with it. (The means
+    /// are kept beside, for comparison: pilot 72 in docs/experiments/000-nps.md.)
     fn median(&mut self) -> Option<f64> {
         if self.0.is_empty() {
             return None;
@@ -270,7 +271,9 @@ impl CostMeter {
             let counted = (enough(&h.quiet), enough(&h.busy));
             let (quiet, busy) = (h.quiet.median(), h.busy.median());
             // The first cycle is the node's start: its quiet period has the first connections
-            // opened and caches cold (seen: 18 ms a page against 3 ms after).
+            // opened and caches cold (in 49 of the 51 braked runs of pilots 70-76 its quiet
+            // half was the slower, by 3.8 times at the median: their node.txt in
+            // docs/experiments/000/nps/pilots/).
             let costs = cycle > 0 && counted == (true, true);
             let ratio = |q: Option<f64>, b: Option<f64>| match (q, b) {
                 (Some(q), Some(b)) if costs && q > 0.0 => Some(b / q - 1.0),

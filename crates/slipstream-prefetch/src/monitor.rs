@@ -88,7 +88,8 @@ pub const LOAD_AIM: f64 = 0.9;
 
 /// The budget grows again only once prefetching's cost is under this fraction of the cost
 /// target; between the two it holds (the load target's dead band, for the same reason: the
-/// estimate varies by a point or two around its mean).
+/// estimate varies around its mean, by 2-6 points on our test machine:
+/// docs/experiments/000-nps.md, pilots 70-76).
 pub const COST_AIM: f64 = 0.5;
 
 /// A load at or over this (or over the target, if that is higher) makes the node overloaded

@@ -12,6 +12,9 @@
 #   nps-no-le        the same, but the bottleneck ignores DSCP (what NPS gets where networks
 #                    do not honour LE: this kernel has no less-than-best-effort congestion
 #                    control to fall back on)
+#   nps-no-le-nice   the same, with the prefetch listener's application-level back-off on
+#                    (prefetch.rtt_backoff: its connections give way as their RTT rises,
+#                    TCP Nice's signal read from TCP_INFO)
 #
 #   ./experiments/000/network-loopback.sh     # RUN=60s RATE=1.2 REPS=1; needs root (netns, tc)
 set -euo pipefail
@@ -67,7 +70,7 @@ bottleneck() {
 mkdir -p "$OUT/network-loopback"
 csv="$OUT/network-loopback/runs.csv"
 echo "rep,case,docs_per_s,doc_mean_ms,doc_p50_ms,doc_p90_ms,doc_p99_ms,demand_kbit_s,prefetch_kbit_s,prefetches,errors" > "$csv"
-cases=${CASES:-"no-prefetching no-avoidance nps nps-no-le"}
+cases=${CASES:-"no-prefetching no-avoidance nps nps-no-le nps-no-le-nice"}
 total=$(( REPS * $(echo $cases | wc -w) )); n=0
 for rep in $(seq 1 "$REPS"); do
 for case in $cases; do
@@ -78,6 +81,8 @@ for case in $cases; do
     no-avoidance) bottleneck plain; sets+=(--set prefetch.budget=unlimited); agents=5 ;;
     nps) bottleneck le; sets+=(--set prefetch.listen=10.77.0.1:0); agents=hinted ;;
     nps-no-le) bottleneck plain; sets+=(--set prefetch.listen=10.77.0.1:0); agents=hinted ;;
+    nps-no-le-nice) bottleneck plain; sets+=(--set prefetch.listen=10.77.0.1:0 --set prefetch.rtt_backoff=true); agents=hinted ;;
+    *) echo "unknown case $case" >&2; exit 2 ;;
   esac
   "$B" serve "$work/site" --listen 10.77.0.1:0 --workers 1 --prefetch "${sets[@]}" > "$work/serve.out" 2> "$work/serve.err" &
   SP=$!
@@ -85,6 +90,9 @@ for case in $cases; do
   base=$(grep -o 'serve: .* on http://[0-9.:]*' "$work/serve.out" | grep -o 'http://[0-9.:]*')
   ip netns exec "$NS" "$B" bench "$base" --urls "$work/urls.txt" --rate "$RATE" --agents "$agents" \
     --doc-files 5 --visit 10s --max-in-flight 256 --timeout 60s --duration "$RUN" -q --json "$work/run.json" > /dev/null
+  # The node's view (its budget, and the listener's back-off counters), for the nps cases.
+  case $case in nps*) python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
+    "$base/_slipstream/prefetch" > "$OUT/network-loopback/status-$case-$rep.json" ;; esac
   kill "$SP"; wait "$SP" 2>/dev/null || true; SP=
   tc -s class show dev slip-s > "$OUT/network-loopback/tc-$case-$rep.txt"
   python3 - "$work/run.json" "$rep,$case" >> "$csv" <<'PY'

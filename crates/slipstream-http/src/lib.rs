@@ -8,6 +8,7 @@
 pub mod body;
 pub mod listen;
 pub mod metrics;
+pub mod nice;
 pub mod status;
 
 pub use body::Body;

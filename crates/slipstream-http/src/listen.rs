@@ -34,6 +34,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::{Instant, Sleep};
 
+use crate::nice::{Nice, Pacing};
 use crate::Body;
 
 /// A TLS acceptor (rustls).
@@ -283,6 +284,21 @@ pub async fn serve<H: Handler>(
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) -> usize {
+    serve_paced(listener, tls, limits, handler, shutdown, drain, None).await
+}
+
+/// [`serve`], with every cleartext connection's writes paced by `pacing` if given: the
+/// application-level back-off of [`crate::nice`], for the prefetch listener. (A TLS connection
+/// is not paced.)
+pub async fn serve_paced<H: Handler>(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    limits: Limits,
+    handler: Arc<H>,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+    pacing: Option<Pacing>,
+) -> usize {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -330,7 +346,12 @@ pub async fn serve<H: Handler>(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let (builder, handler, tls) = (builder.clone(), handler.clone(), tls.clone());
+        let (builder, handler, tls, pacing) = (
+            builder.clone(),
+            handler.clone(),
+            tls.clone(),
+            pacing.clone(),
+        );
         let open = closing.open();
         tokio::spawn(async move {
             let _ip_slot = ip_slot;
@@ -354,6 +375,7 @@ pub async fn serve<H: Handler>(
             });
             let result = match tls {
                 None => {
+                    let stream = Nice::new(stream, pacing.as_ref());
                     let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
                     serve_closing!(builder.serve_connection_with_upgrades(io, service), open)
                 }

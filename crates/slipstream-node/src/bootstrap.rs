@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use slipstream_http::listen::{self, Handler, Limits};
+use slipstream_http::nice::Pacing;
 
 /// Where and how a node listens.
 #[derive(Debug, Clone)]
@@ -152,18 +153,21 @@ impl Running {
     /// Serves `handler` on `listener` (plain HTTP) too, with the main listener's limits, until
     /// the node is drained; the drain waits for its requests as for the main listener's.
     /// At [`Priority::Idle`] it is served by a runtime on a thread of its own at low CPU
-    /// priority; the answer says what that thread got, or why it could not be started.
+    /// priority; the answer says what that thread got, or why it could not be started. With
+    /// `pacing`, every connection's writes back off as its round-trip time rises
+    /// ([`slipstream_http::nice`]).
     pub fn serve_beside<H: Handler>(
         &mut self,
         listener: tokio::net::TcpListener,
         handler: Arc<H>,
         listen: &Listen,
         priority: Priority,
+        pacing: Option<Pacing>,
     ) -> std::io::Result<PriorityApplied> {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (limits, drain) = (listen.limits, listen.drain);
         let serve = |listener| {
-            listen::serve(
+            listen::serve_paced(
                 listener,
                 None,
                 limits,
@@ -172,6 +176,7 @@ impl Running {
                     let _ = stopped.await;
                 },
                 drain,
+                pacing,
             )
         };
         let (served, runtime, applied) = match priority {

@@ -33,6 +33,11 @@
 //! # listen = "0.0.0.0:8081"   # the prefetch listener (two connections, 000 §2.3.2)
 //! listener_priority = "normal" # its CPU priority: "normal" (demand's thread) or "idle" (a
 //!                             # thread of its own in SCHED_IDLE)
+//! rtt_backoff = false         # its connections give way when their round-trip time rises
+//!                             # above its least (TCP Nice's signal, read from TCP_INFO)
+//! backoff_threshold_pct = 20  # ... by this share of the spread between least and greatest
+//! backoff_floor_ms = 1        # ... and by more than this
+//! backoff_max_pause_ms = 500  # the longest pause between probes at the smallest window
 //! ```
 
 use std::path::PathBuf;
@@ -155,6 +160,20 @@ pub struct Config {
     /// Less-than-best-effort congestion controls to ask the kernel for, in order; none
     /// available keeps the kernel's default.
     pub congestion: Vec<String>,
+    /// Pace the prefetch listener's connections: each writes only what a window of its own
+    /// allows, halved when the connection's round-trip time rises above its least (TCP
+    /// Nice's signal, at the application level: `slipstream_http::nice`). For a network that
+    /// ignores the DSCP mark, on a kernel without a less-than-best-effort congestion control.
+    pub rtt_backoff: bool,
+    /// The back-off's threshold: a round trip more than this per cent of the way from the
+    /// least seen to the greatest is congested (Nice's t).
+    pub backoff_threshold_pct: u8,
+    /// ... and more than this above the least, in milliseconds.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub backoff_floor_ms: u64,
+    /// The longest pause between probes at the smallest window, in milliseconds.
+    #[serde(deserialize_with = "slipstream_units::de::millis")]
+    pub backoff_max_pause_ms: u64,
     /// Answer browsers' own prefetches (`Sec-Purpose: prefetch`) only within the monitor's
     /// budget; beyond it, 503 at once.
     pub admit_browser_prefetch: bool,
@@ -224,6 +243,10 @@ impl Default for Config {
             lower_effort: true,
             listener_priority: slipstream_node::bootstrap::Priority::Normal,
             congestion: vec!["lp".into(), "ledbat".into()],
+            rtt_backoff: false,
+            backoff_threshold_pct: 20,
+            backoff_floor_ms: 1,
+            backoff_max_pause_ms: 500,
             admit_browser_prefetch: true,
             shed: true,
             page_wait: true,
@@ -289,6 +312,8 @@ pub struct Settings {
     pub listener_priority: slipstream_node::bootstrap::Priority,
     /// Congestion controls to try on it.
     pub congestion: Vec<String>,
+    /// Its connections' back-off, if on.
+    pub pacing: Option<slipstream_http::nice::NiceConfig>,
     /// Gate `Sec-Purpose: prefetch` requests by the budget.
     pub admit_browser_prefetch: bool,
     /// Refuse prefetches while the monitor finds the node overloaded.
@@ -390,6 +415,21 @@ impl Config {
             })
             .transpose()
             .map_err(|why| refuse("quiet_ms", why))?;
+        if !(1..=100).contains(&self.backoff_threshold_pct) {
+            return Err(refuse(
+                "backoff_threshold_pct",
+                "must be between 1 and 100 (per cent of the spread of round-trip times)",
+            ));
+        }
+        if self.backoff_floor_ms > 1000 {
+            return Err(refuse("backoff_floor_ms", "must be at most 1 s"));
+        }
+        if !(1..=10_000).contains(&self.backoff_max_pause_ms) {
+            return Err(refuse(
+                "backoff_max_pause_ms",
+                "must be between 1 ms and 10 s (a longer pause reads as an idle connection)",
+            ));
+        }
         if self.pace_slack_ms > 1000 {
             return Err(refuse("pace_slack_ms", "must be at most 1 s"));
         }
@@ -484,6 +524,11 @@ impl Config {
             lower_effort: self.lower_effort,
             listener_priority: self.listener_priority,
             congestion: self.congestion,
+            pacing: self.rtt_backoff.then(|| slipstream_http::nice::NiceConfig {
+                threshold_pct: self.backoff_threshold_pct,
+                floor: Duration::from_millis(self.backoff_floor_ms),
+                max_pause: Duration::from_millis(self.backoff_max_pause_ms),
+            }),
             admit_browser_prefetch: self.admit_browser_prefetch,
             shed: self.shed,
             page_wait: self.page_wait,
@@ -516,6 +561,47 @@ mod tests {
                 ..Config::default()
             }),
             "probe_path"
+        );
+        assert!(s.pacing.is_none(), "the back-off is off by default");
+        for (c, field) in [
+            (
+                Config {
+                    backoff_threshold_pct: 0,
+                    ..Config::default()
+                },
+                "backoff_threshold_pct",
+            ),
+            (
+                Config {
+                    backoff_floor_ms: 5_000,
+                    ..Config::default()
+                },
+                "backoff_floor_ms",
+            ),
+            (
+                Config {
+                    backoff_max_pause_ms: 0,
+                    ..Config::default()
+                },
+                "backoff_max_pause_ms",
+            ),
+        ] {
+            assert_eq!(bad(c), field);
+        }
+        let on = Config {
+            rtt_backoff: true,
+            backoff_threshold_pct: 30,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(
+            on.pacing,
+            Some(slipstream_http::nice::NiceConfig {
+                threshold_pct: 30,
+                floor: Duration::from_millis(1),
+                max_pause: Duration::from_millis(500),
+            })
         );
         assert_eq!(
             bad(Config {

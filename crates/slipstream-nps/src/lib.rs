@@ -135,6 +135,8 @@ pub struct Nps {
     budget_now: AtomicU64,
     /// The prefetch listener, once bound, and the base URL hint lists send clients to.
     listener: parking_lot::RwLock<Option<(listener::Applied, String)>>,
+    /// The prefetch listener's back-off and what its connections did (with `rtt_backoff`).
+    pacing: Option<slipstream_http::nice::Pacing>,
 }
 
 /// The budget's state.
@@ -207,6 +209,10 @@ impl Nps {
         let monitor = Monitor::new(settings.monitor.clone());
         let budget_now = AtomicU64::new(monitor.budget_per_s().to_bits());
         let threshold = settings.monitor.threshold;
+        let pacing = settings.pacing.map(|config| slipstream_http::nice::Pacing {
+            config,
+            ..Default::default()
+        });
         Nps {
             model: Mutex::new(Hints::new(settings.model.clone())),
             control: Mutex::new(Control {
@@ -246,7 +252,13 @@ impl Nps {
             quiet_hint_requests: AtomicU64::new(0),
             budget_now,
             listener: parking_lot::RwLock::new(None),
+            pacing,
         }
+    }
+
+    /// The prefetch listener's back-off, if on: to serve its connections with.
+    pub fn pacing(&self) -> Option<slipstream_http::nice::Pacing> {
+        self.pacing.clone()
     }
 
     /// Records the bound prefetch listener and the base URL clients reach it at.
@@ -626,6 +638,19 @@ impl Nps {
         let model = self.model.lock().stats();
         let c = self.control.lock();
         let totals = c.distributor.totals();
+        let rtt_backoff = self.pacing.as_ref().map(|p| {
+            let n = p.stats.snapshot();
+            serde_json::json!({
+                "threshold_pct": p.config.threshold_pct,
+                "floor_ms": p.config.floor.as_secs_f64() * 1e3,
+                "max_pause_ms": p.config.max_pause.as_secs_f64() * 1e3,
+                "connections": n.connections,
+                "unpaced_connections": n.unpaced,
+                "backoffs": n.backoffs,
+                "pauses": n.pauses,
+                "holds": n.holds,
+            })
+        });
         serde_json::json!({
             "budget": match self.settings.budget {
                 Budget::Monitor => "monitor",
@@ -666,6 +691,7 @@ impl Nps {
                 "congestion": a.congestion,
                 "low_priority_congestion": a.low_priority_congestion,
                 "cpu_priority": a.cpu,
+                "rtt_backoff": rtt_backoff,
             })),
             "model": {
                 "learnt": model.learnt,

@@ -335,10 +335,11 @@ impl Prefetch {
                 Arc::new(slipstream_nps::listener::PrefetchHandler(node)),
                 listen,
                 s.listener_priority,
+                self.0.pacing(),
             )
             .context("cannot start the prefetch listener's thread")?;
         println!(
-            "prefetch listener: {base}/ (DSCP lower-effort: {}, congestion control: {}{}, CPU: {})",
+            "prefetch listener: {base}/ (DSCP lower-effort: {}, congestion control: {}{}, CPU: {}, RTT back-off: {})",
             applied.lower_effort,
             applied.congestion,
             if applied.low_priority_congestion {
@@ -351,7 +352,8 @@ impl Prefetch {
                 PriorityApplied::SchedIdle => "own thread, SCHED_IDLE",
                 PriorityApplied::Nice19 => "own thread, nice 19 (SCHED_IDLE refused)",
                 PriorityApplied::OwnThread => "own thread, normal priority (could not lower it)",
-            }
+            },
+            if s.pacing.is_some() { "on" } else { "off" }
         );
         self.0.set_listener(applied, base);
         Ok(())

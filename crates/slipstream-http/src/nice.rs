@@ -607,8 +607,14 @@ mod tests {
             let mut p = Pacer::new(NiceConfig::default()).with_path_min(min);
             rounds(&mut p, t, 300, 2, 3).iter().any(|(_, e)| e.backoff)
         };
-        assert!(!run(None, &mut t), "alone, the queue is its base: no back-off");
-        assert!(run(paths.least(ip, t), &mut t), "from the path's 12 ms it backs off");
+        assert!(
+            !run(None, &mut t),
+            "alone, the queue is its base: no back-off"
+        );
+        assert!(
+            run(paths.least(ip, t), &mut t),
+            "from the path's 12 ms it backs off"
+        );
         // A larger RTT later does not replace the least; five minutes on, it is forgotten.
         paths.note(ip, Duration::from_millis(40), t);
         assert_eq!(paths.least(ip, t), Some(Duration::from_millis(12)));

@@ -21,17 +21,20 @@
 //!
 //! A connection's least RTT is the path's, not its own: a connection opened while the
 //! bottleneck's queue is full never sees the empty path, and would take the full queue for the
-//! base and never back off (seen in the loopback experiment: 88 short prefetch connections,
-//! demand ×10). So the listener remembers the least RTT seen to each client address
-//! ([`PathMemory`], for five minutes, the kernel's own window for it) and a new connection
-//! starts from it.
+//! base and never back off. So the listener remembers the least RTT seen to each client
+//! address ([`PathMemory`], for five minutes, the kernel's own window for it) and a new
+//! connection starts from it. Measured, it made no difference: in the loopback experiment
+//! (docs/experiments/000-network-loopback.md) demand was ×10.5 without it and ×10.8 with it,
+//! the connections backing off at two segments either way; what is left is that there are
+//! 80-odd of them, each with its own window.
 //!
 //! What the window counts is what the kernel holds unacknowledged: segments in flight and bytes
 //! not yet sent. The kernel's own congestion control still runs underneath; this only ever
 //! sends less than it would.
 //!
-//! Limits, stated: the smoothed RTT moves by an eighth of each new sample, so the connection
-//! notices a queue within a few acknowledgements but needs a dozen or so to believe it gone; a
+//! Limits, stated: the smoothed RTT moves by an eighth of each new sample (RFC 6298's gain),
+//! so by that arithmetic the connection notices a queue within a few acknowledgements but
+//! needs a dozen or so to believe it gone; a
 //! paused connection sends a probe at most every `max_pause`. Both make it slow to come back,
 //! which is the side to err on for prefetching.
 
@@ -367,11 +370,6 @@ impl Nice {
             }
         });
         Nice { inner, paced }
-    }
-
-    /// The stream inside.
-    pub fn get_ref(&self) -> &TcpStream {
-        &self.inner
     }
 }
 

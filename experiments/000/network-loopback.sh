@@ -14,7 +14,10 @@
 #                    control to fall back on)
 #   nps-no-le-nice   the same, with the prefetch listener's application-level back-off on
 #                    (prefetch.rtt_backoff: its connections give way as their RTT rises,
-#                    TCP Nice's signal read from TCP_INFO)
+#                    TCP Nice's signal read from TCP_INFO), one window for all the
+#                    connections to the client address (the default)
+#   nps-no-le-nice-own  the same with a window for each connection (backoff_shared = false;
+#                    not in the default cases)
 #
 #   ./experiments/000/network-loopback.sh     # RUN=60s RATE=1.2 REPS=1; needs root (netns, tc)
 set -euo pipefail
@@ -82,6 +85,7 @@ for case in $cases; do
     nps) bottleneck le; sets+=(--set prefetch.listen=10.77.0.1:0); agents=hinted ;;
     nps-no-le) bottleneck plain; sets+=(--set prefetch.listen=10.77.0.1:0); agents=hinted ;;
     nps-no-le-nice) bottleneck plain; sets+=(--set prefetch.listen=10.77.0.1:0 --set prefetch.rtt_backoff=true); agents=hinted ;;
+    nps-no-le-nice-own) bottleneck plain; sets+=(--set prefetch.listen=10.77.0.1:0 --set prefetch.rtt_backoff=true --set prefetch.backoff_shared=false); agents=hinted ;;
     *) echo "unknown case $case" >&2; exit 2 ;;
   esac
   "$B" serve "$work/site" --listen 10.77.0.1:0 --workers 1 --prefetch "${sets[@]}" > "$work/serve.out" 2> "$work/serve.err" &

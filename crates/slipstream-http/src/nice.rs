@@ -28,6 +28,13 @@
 //! the connections backing off at two segments either way; what is left is that there are
 //! 80-odd of them, each with its own window.
 //!
+//! So by default ([`NiceConfig::shared`]) a client address's connections share one window
+//! ([`SharedPacer`], RFC 3124's shared congestion state): every connection's reading feeds one
+//! congestion signal, and together they write at most a window a round trip, so that a
+//! client's prefetching backs off as one flow however many connections carry it. The
+//! smallest window is then two segments a round trip for the address, not for each
+//! connection.
+//!
 //! What the window counts is what the kernel holds unacknowledged: segments in flight and bytes
 //! not yet sent. The kernel's own congestion control still runs underneath; this only ever
 //! sends less than it would.
@@ -74,6 +81,9 @@ pub struct NiceConfig {
     pub floor: Duration,
     /// The longest pause between probes at the smallest window.
     pub max_pause: Duration,
+    /// One window for all the connections to a client address ([`SharedPacer`]), not one
+    /// each ([`Pacer`]).
+    pub shared: bool,
 }
 
 impl Default for NiceConfig {
@@ -82,6 +92,7 @@ impl Default for NiceConfig {
             threshold_pct: 20,
             floor: Duration::from_millis(1),
             max_pause: Duration::from_millis(500),
+            shared: true,
         }
     }
 }
@@ -137,8 +148,10 @@ pub struct Pacing {
     pub config: NiceConfig,
     /// What the connections did.
     pub stats: Arc<NiceStats>,
-    /// The least RTT seen to each client address.
+    /// The least RTT seen to each client address (connections with windows of their own).
     pub paths: Arc<PathMemory>,
+    /// The windows client addresses' connections share (with [`NiceConfig::shared`]).
+    pub clients: Arc<ClientWindows>,
 }
 
 /// How long a path's least RTT is remembered (the kernel's `tcp_min_rtt_wlen`, 300 s).
@@ -186,9 +199,10 @@ pub enum Gate {
     Wait(Instant),
 }
 
-/// The window of one connection (no I/O: it is told what `TCP_INFO` said and when).
+/// The window of one connection, or of one client address (no I/O: it is told what
+/// `TCP_INFO` said and when): the least and greatest RTT seen, the window, and the rounds.
 #[derive(Debug)]
-pub struct Pacer {
+struct Window {
     config: NiceConfig,
     min_rtt: Option<Duration>,
     max_rtt: Duration,
@@ -214,10 +228,9 @@ pub struct Events {
     pub pause: bool,
 }
 
-impl Pacer {
-    /// A pacer for a new connection.
-    pub fn new(config: NiceConfig) -> Pacer {
-        Pacer {
+impl Window {
+    fn new(config: NiceConfig) -> Window {
+        Window {
             config,
             min_rtt: None,
             max_rtt: Duration::ZERO,
@@ -231,22 +244,6 @@ impl Pacer {
         }
     }
 
-    /// Starts from the least RTT seen on this path by earlier connections.
-    pub fn with_path_min(mut self, min: Option<Duration>) -> Pacer {
-        self.min_rtt = min;
-        self
-    }
-
-    /// The window now, in bytes.
-    pub fn window(&self) -> u64 {
-        self.window
-    }
-
-    /// The least RTT this connection knows of (its own, or its path's).
-    pub fn min_rtt(&self) -> Option<Duration> {
-        self.min_rtt
-    }
-
     /// Whether a reading of `rtt` is congested against the RTTs seen so far.
     fn is_congested(&self, rtt: Duration) -> bool {
         let Some(min) = self.min_rtt else {
@@ -257,11 +254,11 @@ impl Pacer {
         rtt > min + over
     }
 
-    /// Takes a reading of the connection made at `now`, from a writer with `want` bytes to
-    /// write, and says how much it may.
-    pub fn gate(&mut self, now: Instant, info: &TcpInfo, want: usize) -> (Gate, Events) {
+    /// Takes a reading made at `now` and ends the round if it is due; `Some(until)` while
+    /// the writer must pause.
+    fn observe(&mut self, now: Instant, info: &TcpInfo) -> (Option<Instant>, Events) {
         let mut events = Events::default();
-        let mss = u64::from(info.snd_mss.max(536));
+        let mss = mss(info);
         let floor_window = MIN_SEGMENTS * mss;
         if self.window == 0 {
             self.window = INITIAL_SEGMENTS * mss;
@@ -274,7 +271,7 @@ impl Pacer {
         self.max_rtt = self.max_rtt.max(rtt);
         if let Some(until) = self.pause_until {
             if now < until {
-                return (Gate::Wait(until), events);
+                return (Some(until), events);
             }
             // The pause is over: a new round starts with what the probe brings back.
             self.pause_until = None;
@@ -308,28 +305,208 @@ impl Pacer {
                 self.congested = false;
                 self.limited = false;
                 self.round_end = Some(now + round);
-                if let Some(until) = self.pause_until {
-                    return (Gate::Wait(until), events);
-                }
             }
             Some(_) => {}
         }
+        (self.pause_until, events)
+    }
+}
+
+fn mss(info: &TcpInfo) -> u64 {
+    u64::from(info.snd_mss.max(536))
+}
+
+/// The window of one connection: it may hold at most the window unacknowledged.
+#[derive(Debug)]
+pub struct Pacer {
+    w: Window,
+}
+
+impl Pacer {
+    /// A pacer for a new connection.
+    pub fn new(config: NiceConfig) -> Pacer {
+        Pacer {
+            w: Window::new(config),
+        }
+    }
+
+    /// Starts from the least RTT seen on this path by earlier connections.
+    pub fn with_path_min(mut self, min: Option<Duration>) -> Pacer {
+        self.w.min_rtt = min;
+        self
+    }
+
+    /// The window now, in bytes.
+    pub fn window(&self) -> u64 {
+        self.w.window
+    }
+
+    /// The least RTT this connection knows of (its own, or its path's).
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.w.min_rtt
+    }
+
+    /// Takes a reading of the connection made at `now`, from a writer with `want` bytes to
+    /// write, and says how much it may.
+    pub fn gate(&mut self, now: Instant, info: &TcpInfo, want: usize) -> (Gate, Events) {
+        let (pause, events) = self.w.observe(now, info);
+        if let Some(until) = pause {
+            return (Gate::Wait(until), events);
+        }
         let outstanding = info.outstanding_bytes();
-        if outstanding >= self.window {
-            self.limited = true;
-            let recheck = (rtt / 4).clamp(MIN_ROUND, MAX_RECHECK);
+        if outstanding >= self.w.window {
+            self.w.limited = true;
+            let recheck = (info.rtt / 4).clamp(MIN_ROUND, MAX_RECHECK);
             return (Gate::Wait(now + recheck), events);
         }
-        let room = usize::try_from(self.window - outstanding).unwrap_or(usize::MAX);
+        let room = usize::try_from(self.w.window - outstanding).unwrap_or(usize::MAX);
         if room < want {
-            self.limited = true;
+            self.w.limited = true;
         }
         (Gate::Write(room.min(want)), events)
     }
 }
 
-/// A TCP stream whose writes go through a [`Pacer`] when the listener paces (and straight
-/// through when it does not).
+/// One window for all of a listener's connections to one client address, so that they back
+/// off as one flow (the shared congestion state of RFC 3124's congestion manager). A
+/// connection's own unacknowledged bytes say nothing of its neighbours', and a neighbour that
+/// has stopped writing cannot be asked, so the window is spent as a rate: the connections
+/// together write at most a window a round trip (a token bucket one window deep, filled at
+/// the window over the latest RTT read). Any connection's reading is the path's: its RTT
+/// feeds the one congestion signal, its congested round halves the one window, and a pause
+/// holds every connection.
+#[derive(Debug)]
+pub struct SharedPacer {
+    w: Window,
+    /// Bytes the connections may write now.
+    tokens: u64,
+    filled_at: Option<Instant>,
+    /// The last reading's round, for the fill rate.
+    round: Duration,
+    /// The last reading, to forget a client address that has gone quiet.
+    used_at: Option<Instant>,
+}
+
+impl SharedPacer {
+    /// The window of a client address not seen before.
+    pub fn new(config: NiceConfig) -> SharedPacer {
+        SharedPacer {
+            w: Window::new(config),
+            tokens: 0,
+            filled_at: None,
+            round: MIN_ROUND,
+            used_at: None,
+        }
+    }
+
+    /// The window now, in bytes a round trip.
+    pub fn window(&self) -> u64 {
+        self.w.window
+    }
+
+    /// Takes a reading of one of the address's connections made at `now`, from a writer with
+    /// `want` bytes to write, and says how much it may.
+    pub fn gate(&mut self, now: Instant, info: &TcpInfo, want: usize) -> (Gate, Events) {
+        let first = self.w.window == 0;
+        self.used_at = Some(now);
+        let (pause, events) = self.w.observe(now, info);
+        self.round = info.rtt.max(MIN_ROUND);
+        if first {
+            // The bucket starts full: the first window goes at once, as a connection's would.
+            self.tokens = self.w.window;
+        }
+        if let Some(until) = pause {
+            // Nothing is saved up over a pause: the probe after it is one window at most.
+            self.filled_at = Some(until);
+            return (Gate::Wait(until), events);
+        }
+        let since = self
+            .filled_at
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        let add = u128::from(self.w.window) * since.as_nanos() / self.round.as_nanos().max(1);
+        self.tokens = self
+            .tokens
+            .saturating_add(u64::try_from(add).unwrap_or(u64::MAX))
+            .min(self.w.window);
+        self.filled_at = Some(now);
+        // Less than a segment (or what is wanted, if less) waits for the bucket to fill to it.
+        let need = (want as u64).min(mss(info));
+        if self.tokens < need {
+            self.w.limited = true;
+            let short = u128::from(need - self.tokens);
+            let nanos = short * self.round.as_nanos() / u128::from(self.w.window.max(1));
+            let wait = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+                .clamp(Duration::from_micros(100), self.round);
+            return (Gate::Wait(now + wait), events);
+        }
+        let n = self.tokens.min(want as u64);
+        self.tokens -= n;
+        if n < want as u64 {
+            self.w.limited = true;
+        }
+        (
+            Gate::Write(usize::try_from(n).unwrap_or(usize::MAX)),
+            events,
+        )
+    }
+
+    /// Gives back `bytes` a [`Gate::Write`] let through that the socket did not take.
+    pub fn unspent(&mut self, bytes: usize) {
+        self.tokens = self.tokens.saturating_add(bytes as u64).min(self.w.window);
+    }
+}
+
+/// Addresses given a window of their own at most; when full, those whose connections have all
+/// closed go.
+const CLIENTS_KEPT: usize = 65_536;
+
+/// The shared windows of a listener's client addresses ([`SharedPacer`]).
+#[derive(Debug, Default)]
+pub struct ClientWindows {
+    windows: parking_lot::Mutex<
+        std::collections::HashMap<std::net::IpAddr, Arc<parking_lot::Mutex<SharedPacer>>>,
+    >,
+}
+
+impl ClientWindows {
+    /// The window of `ip`: the one its open connections share, or the one it had within
+    /// [`PATH_MEMORY`] (its least RTT still stands), or a new one.
+    pub fn of(
+        &self,
+        ip: std::net::IpAddr,
+        config: NiceConfig,
+        now: Instant,
+    ) -> Arc<parking_lot::Mutex<SharedPacer>> {
+        let mut windows = self.windows.lock();
+        if windows.len() >= CLIENTS_KEPT && !windows.contains_key(&ip) {
+            windows.retain(|_, w| Arc::strong_count(w) > 1);
+        }
+        let w = windows
+            .entry(ip)
+            .or_insert_with(|| Arc::new(parking_lot::Mutex::new(SharedPacer::new(config))));
+        let stale = Arc::strong_count(w) == 1
+            && w.lock()
+                .used_at
+                .is_some_and(|t| now.saturating_duration_since(t) >= PATH_MEMORY);
+        if stale {
+            *w = Arc::new(parking_lot::Mutex::new(SharedPacer::new(config)));
+        }
+        w.clone()
+    }
+
+    /// Addresses with a window.
+    pub fn len(&self) -> usize {
+        self.windows.lock().len()
+    }
+
+    /// Whether no address has a window.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A TCP stream whose writes go through a [`Pacer`] of its own or its client address's
+/// [`SharedPacer`] when the listener paces (and straight through when it does not).
 #[derive(Debug)]
 pub struct Nice {
     inner: TcpStream,
@@ -338,12 +515,48 @@ pub struct Nice {
 
 #[derive(Debug)]
 struct Paced {
-    pacer: Pacer,
+    window: PacedWindow,
     stats: Arc<NiceStats>,
     sleep: Pin<Box<Sleep>>,
-    paths: Arc<PathMemory>,
-    /// The peer's address, and the least RTT last noted for it.
-    peer: Option<(std::net::IpAddr, Option<Duration>)>,
+}
+
+/// A connection's own window, or its client address's.
+#[derive(Debug)]
+enum PacedWindow {
+    Own {
+        pacer: Pacer,
+        paths: Arc<PathMemory>,
+        /// The peer's address, and the least RTT last noted for it.
+        peer: Option<(std::net::IpAddr, Option<Duration>)>,
+    },
+    Shared(Arc<parking_lot::Mutex<SharedPacer>>),
+}
+
+impl PacedWindow {
+    fn gate(&mut self, now: Instant, info: &TcpInfo, want: usize) -> (Gate, Events) {
+        match self {
+            PacedWindow::Own { pacer, paths, peer } => {
+                let out = pacer.gate(now, info, want);
+                if let (Some((ip, noted)), Some(min)) = (peer.as_mut(), pacer.min_rtt()) {
+                    if noted.is_none_or(|n| min < n) {
+                        paths.note(*ip, min, now);
+                        *noted = Some(min);
+                    }
+                }
+                out
+            }
+            PacedWindow::Shared(w) => w.lock().gate(now, info, want),
+        }
+    }
+
+    /// Gives back bytes let through but not written.
+    fn unspent(&mut self, bytes: usize) {
+        if let PacedWindow::Shared(w) = self {
+            if bytes > 0 {
+                w.lock().unspent(bytes);
+            }
+        }
+    }
 }
 
 impl Nice {
@@ -353,13 +566,24 @@ impl Nice {
             Ok(_) => {
                 p.stats.connections.fetch_add(1, Ordering::Relaxed);
                 let ip = inner.peer_addr().ok().map(|a| a.ip());
-                let known = ip.and_then(|ip| p.paths.least(ip, Instant::now()));
+                let now = Instant::now();
+                let window = match ip {
+                    Some(ip) if p.config.shared => {
+                        PacedWindow::Shared(p.clients.of(ip, p.config, now))
+                    }
+                    _ => {
+                        let known = ip.and_then(|ip| p.paths.least(ip, now));
+                        PacedWindow::Own {
+                            pacer: Pacer::new(p.config).with_path_min(known),
+                            paths: p.paths.clone(),
+                            peer: ip.map(|ip| (ip, known)),
+                        }
+                    }
+                };
                 Some(Paced {
-                    pacer: Pacer::new(p.config).with_path_min(known),
+                    window,
                     stats: p.stats.clone(),
                     sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
-                    paths: p.paths.clone(),
-                    peer: ip.map(|ip| (ip, known)),
                 })
             }
             Err(e) => {
@@ -403,14 +627,7 @@ impl AsyncWrite for Nice {
                 // The socket is failing: let the write say how.
                 Err(_) => return Pin::new(&mut this.inner).poll_write(cx, buf),
             };
-            let now = Instant::now();
-            let (gate, events) = paced.pacer.gate(now, &info, buf.len());
-            if let (Some((ip, noted)), Some(min)) = (paced.peer.as_mut(), paced.pacer.min_rtt()) {
-                if noted.is_none_or(|n| min < n) {
-                    paced.paths.note(*ip, min, now);
-                    *noted = Some(min);
-                }
-            }
+            let (gate, events) = paced.window.gate(Instant::now(), &info, buf.len());
             if events.backoff {
                 paced.stats.backoffs.fetch_add(1, Ordering::Relaxed);
             }
@@ -418,7 +635,16 @@ impl AsyncWrite for Nice {
                 paced.stats.pauses.fetch_add(1, Ordering::Relaxed);
             }
             match gate {
-                Gate::Write(n) => return Pin::new(&mut this.inner).poll_write(cx, &buf[..n]),
+                Gate::Write(n) => {
+                    let written = Pin::new(&mut this.inner).poll_write(cx, &buf[..n]);
+                    // What the socket did not take (its buffer full) is not spent.
+                    let took = match &written {
+                        Poll::Ready(Ok(k)) => *k,
+                        _ => 0,
+                    };
+                    paced.window.unspent(n.saturating_sub(took));
+                    return written;
+                }
                 Gate::Wait(until) => {
                     paced.sleep.as_mut().reset(until);
                     if paced.sleep.as_mut().poll(cx).is_pending() {
@@ -630,5 +856,103 @@ mod tests {
         assert_eq!(g, Gate::Write(1_000), "2 segments, 1 out");
         let (g, _) = p.gate(t, &info(10, 2), 100);
         assert_eq!(g, Gate::Wait(t + Duration::from_micros(2_500)));
+    }
+    fn shared_rounds(p: &mut SharedPacer, t: &mut Instant, rtt_ms: u64, conns: usize) -> u64 {
+        // One round: every connection asks for all it can, a tenth of a round apart.
+        let mut written = 0;
+        for _ in 0..10 {
+            for _ in 0..conns {
+                if let (Gate::Write(n), _) = p.gate(*t, &info(rtt_ms, 0), usize::MAX) {
+                    written += n as u64;
+                }
+            }
+            *t += Duration::from_micros(rtt_ms * 100);
+        }
+        written
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn connections_to_one_address_share_one_window() {
+        let mut p = SharedPacer::new(NiceConfig::default());
+        let t = Instant::now();
+        // The first window (2 segments) goes at once, to whichever connection asks first.
+        let (g, _) = p.gate(t, &info(10, 0), 100_000);
+        assert_eq!(g, Gate::Write(2_000));
+        // A second connection finds nothing left: it waits for a segment's worth, half a
+        // round at two segments a round.
+        let (g, _) = p.gate(t, &info(10, 0), 100_000);
+        assert_eq!(g, Gate::Wait(t + Duration::from_millis(5)));
+        // What a socket did not take is given back to the others.
+        p.unspent(1_500);
+        let (g, _) = p.gate(t, &info(10, 0), 100_000);
+        assert_eq!(g, Gate::Write(1_500));
+        // Five connections writing all they can for a round write what the bucket held and
+        // what a round fills it with: two windows at most, not five.
+        let mut t = t + Duration::from_millis(10);
+        let five = shared_rounds(&mut p, &mut t, 10, 5);
+        assert!(
+            five <= 2 * p.window(),
+            "{five} in a round at {}",
+            p.window()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queue_one_connection_sees_slows_every_connection_of_the_address() {
+        let mut p = SharedPacer::new(NiceConfig::default());
+        let mut t = Instant::now();
+        for _ in 0..4 {
+            shared_rounds(&mut p, &mut t, 10, 2);
+        }
+        let _ = p.gate(t, &info(10, 0), 100);
+        let grown = p.window();
+        assert!(grown >= 16_000, "{grown}");
+        // One connection reads a queue (10 → 60 ms) in the middle of a round: the window
+        // halves for both when it ends.
+        t += Duration::from_millis(5);
+        let (_, e) = p.gate(t, &info(60, 0), 100);
+        assert!(!e.backoff, "the round is not over yet");
+        t += Duration::from_millis(5);
+        let (_, e) = p.gate(t, &info(10, 0), 100);
+        assert!(e.backoff, "the other connection ends the congested round");
+        assert_eq!(p.window(), grown / 2);
+        // Congested round after round, the address comes down to two segments and pauses:
+        // every connection waits.
+        let mut paused = None;
+        for _ in 0..20 {
+            t += Duration::from_millis(60);
+            if let (Gate::Wait(until), e) = p.gate(t, &info(60, 0), 100) {
+                if e.pause {
+                    paused = Some(until);
+                    break;
+                }
+            }
+        }
+        let until = paused.expect("a pause");
+        assert_eq!(p.window(), 2_000);
+        let (g, _) = p.gate(t + Duration::from_millis(1), &info(10, 0), 100);
+        assert_eq!(g, Gate::Wait(until), "the other connection is held too");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_address_keeps_its_window_while_connected_and_forgets_it_when_quiet() {
+        let clients = ClientWindows::default();
+        let a: std::net::IpAddr = "10.0.0.2".parse().unwrap();
+        let b: std::net::IpAddr = "10.0.0.3".parse().unwrap();
+        let cfg = NiceConfig::default();
+        let t = Instant::now();
+        let one = clients.of(a, cfg, t);
+        let two = clients.of(a, cfg, t);
+        assert!(Arc::ptr_eq(&one, &two), "one address, one window");
+        assert!(!Arc::ptr_eq(&one, &clients.of(b, cfg, t)));
+        let _ = one.lock().gate(t, &info(10, 0), 100);
+        // Connected, the window stands however long; all connections closed, it is
+        // forgotten after the path memory's window.
+        let later = t + PATH_MEMORY;
+        assert!(Arc::ptr_eq(&one, &clients.of(a, cfg, later)));
+        drop((one, two));
+        let fresh = clients.of(a, cfg, later);
+        assert_eq!(fresh.lock().window(), 0, "a new window");
+        assert_eq!(clients.len(), 2);
     }
 }

@@ -38,6 +38,7 @@
 //! backoff_threshold_pct = 20  # ... by this share of the spread between least and greatest
 //! backoff_floor_ms = 1        # ... and by more than this
 //! backoff_max_pause_ms = 500  # the longest pause between probes at the smallest window
+//! backoff_shared = true       # one window for all the connections to a client address
 //! ```
 
 use std::path::PathBuf;
@@ -174,6 +175,10 @@ pub struct Config {
     /// The longest pause between probes at the smallest window, in milliseconds.
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub backoff_max_pause_ms: u64,
+    /// One window for all the listener's connections to a client address, which then backs
+    /// off as one flow however many connections its prefetching opens; `false`: a window for
+    /// each connection.
+    pub backoff_shared: bool,
     /// Answer browsers' own prefetches (`Sec-Purpose: prefetch`) only within the monitor's
     /// budget; beyond it, 503 at once.
     pub admit_browser_prefetch: bool,
@@ -247,6 +252,7 @@ impl Default for Config {
             backoff_threshold_pct: 20,
             backoff_floor_ms: 1,
             backoff_max_pause_ms: 500,
+            backoff_shared: true,
             admit_browser_prefetch: true,
             shed: true,
             page_wait: true,
@@ -528,6 +534,7 @@ impl Config {
                 threshold_pct: self.backoff_threshold_pct,
                 floor: Duration::from_millis(self.backoff_floor_ms),
                 max_pause: Duration::from_millis(self.backoff_max_pause_ms),
+                shared: self.backoff_shared,
             }),
             admit_browser_prefetch: self.admit_browser_prefetch,
             shed: self.shed,
@@ -601,6 +608,7 @@ mod tests {
                 threshold_pct: 30,
                 floor: Duration::from_millis(1),
                 max_pause: Duration::from_millis(500),
+                shared: true,
             })
         );
         assert_eq!(

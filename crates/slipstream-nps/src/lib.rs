@@ -644,6 +644,8 @@ impl Nps {
                 "threshold_pct": p.config.threshold_pct,
                 "floor_ms": p.config.floor.as_secs_f64() * 1e3,
                 "max_pause_ms": p.config.max_pause.as_secs_f64() * 1e3,
+                "shared": p.config.shared,
+                "client_windows": p.clients.len(),
                 "connections": n.connections,
                 "unpaced_connections": n.unpaced,
                 "backoffs": n.backoffs,

@@ -353,7 +353,11 @@ impl Prefetch {
                 PriorityApplied::Nice19 => "own thread, nice 19 (SCHED_IDLE refused)",
                 PriorityApplied::OwnThread => "own thread, normal priority (could not lower it)",
             },
-            if s.pacing.is_some() { "on" } else { "off" }
+            match s.pacing {
+                Some(p) if p.shared => "on, one window a client address",
+                Some(_) => "on, one window a connection",
+                None => "off",
+            }
         );
         self.0.set_listener(applied, base);
         Ok(())

@@ -645,19 +645,18 @@ fn policies_of_threads(pid: u32, name: &str) -> Vec<u32> {
 
 /// A node prefetching without a budget, with a prefetch listener and the setting `set`; the
 /// node and its listener's address.
-fn with_listener(site: &std::path::Path, set: &str) -> (crate::support::Node, SocketAddr) {
-    let node = serve(
-        site,
-        &[
-            "--prefetch",
-            "--set",
-            "prefetch.budget=unlimited",
-            "--set",
-            "prefetch.listen=127.0.0.1:0",
-            "--set",
-            set,
-        ],
-    );
+fn with_listener(site: &std::path::Path, sets: &[&str]) -> (crate::support::Node, SocketAddr) {
+    let mut args = vec![
+        "--prefetch",
+        "--set",
+        "prefetch.budget=unlimited",
+        "--set",
+        "prefetch.listen=127.0.0.1:0",
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    let node = serve(site, &args);
     let s = status(node.addr);
     let listener = s["listener"]["addr"]
         .as_str()
@@ -678,7 +677,7 @@ fn the_prefetch_listener_serves_from_an_idle_priority_thread() {
     ] {
         let (node, listener) = with_listener(
             site.path(),
-            &format!("prefetch.listener_priority={priority}"),
+            &[&format!("prefetch.listener_priority={priority}")],
         );
         let s = status(node.addr);
         assert_eq!(s["listener"]["cpu_priority"], cpu, "{priority}: {s}");
@@ -696,10 +695,11 @@ fn the_prefetch_listener_serves_from_an_idle_priority_thread() {
     }
 }
 
-/// `rtt_backoff` paces the prefetch listener's connections: a large file comes through whole,
-/// the status counts the paced connection, and without the setting there is no back-off.
-/// (That it gives way on a filling bottleneck is measured behind a real one, which needs
-/// root: `experiments/000/network-loopback.sh`, case `nps-no-le-nice`.)
+/// `rtt_backoff` paces the prefetch listener's connections, with a window shared by a client
+/// address's connections (the default) or one each: a large file comes through whole, the
+/// status counts the paced connection, and without the setting there is no back-off. (That
+/// it gives way on a filling bottleneck is measured behind a real one, which needs root:
+/// `experiments/000/network-loopback.sh`, case `nps-no-le-nice`.)
 #[test]
 fn the_prefetch_listener_paces_its_connections_when_asked() {
     let site = pages();
@@ -708,24 +708,32 @@ fn the_prefetch_listener_paces_its_connections_when_asked() {
         .map(|i| (i / 4096 + i % 251) as u8)
         .collect();
     std::fs::write(site.path().join("big.bin"), &big).expect("write");
-    for backoff in [true, false] {
-        let (node, listener) =
-            with_listener(site.path(), &format!("prefetch.rtt_backoff={backoff}"));
+    for (backoff, shared) in [(true, true), (true, false), (false, true)] {
+        let (node, listener) = with_listener(
+            site.path(),
+            &[
+                &format!("prefetch.rtt_backoff={backoff}"),
+                &format!("prefetch.backoff_shared={shared}"),
+            ],
+        );
         let reply = get(listener, "/big.bin");
-        assert_eq!(reply.status, 200, "backoff {backoff}");
+        let case = format!("backoff {backoff}, shared {shared}");
+        assert_eq!(reply.status, 200, "{case}");
         assert!(
             reply.body == big,
-            "backoff {backoff}: the file changed on the way ({} bytes)",
+            "{case}: the file changed on the way ({} bytes)",
             reply.body.len()
         );
         let s = status(node.addr);
         let b = &s["listener"]["rtt_backoff"];
         if backoff {
-            assert_eq!(b["connections"], 1, "{s}");
-            assert_eq!(b["unpaced_connections"], 0, "{s}");
-            assert_eq!(b["threshold_pct"], 20, "{s}");
+            assert_eq!(b["connections"], 1, "{case}: {s}");
+            assert_eq!(b["unpaced_connections"], 0, "{case}: {s}");
+            assert_eq!(b["threshold_pct"], 20, "{case}: {s}");
+            assert_eq!(b["shared"], shared, "{case}: {s}");
+            assert_eq!(b["client_windows"], u64::from(shared), "{case}: {s}");
         } else {
-            assert!(b.is_null(), "{s}");
+            assert!(b.is_null(), "{case}: {s}");
         }
     }
 }

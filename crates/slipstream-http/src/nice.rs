@@ -470,7 +470,7 @@ pub struct ClientWindows {
 
 impl ClientWindows {
     /// The window of `ip`: the one its open connections share, or the one it had within
-    /// [`PATH_MEMORY`] (its least RTT still stands), or a new one.
+    /// five minutes (its least RTT still stands), or a new one.
     pub fn of(
         &self,
         ip: std::net::IpAddr,

@@ -56,6 +56,7 @@ ARRIVALS=${ARRIVALS:-constant}     # the agents' arrivals: "constant" (httperf's
                                    # "poisson" (exponential gaps of the same mean)
 LATENCY_QOS=${LATENCY_QOS:-1}      # 1: hold /dev/cpu_dma_latency at 0 during the runs (below)
 CLIENT_BALLAST=${CLIENT_BALLAST:-0} # 1: keep the load generator's core busy at SCHED_IDLE in every run (below)
+CALIBRATE_IDLE=${CALIBRATE_IDLE:-1} # 1: the knee Monitor's load waits for its start-up curve (below)
 FIRST_REP=${FIRST_REP:-1}          # > 1: go on with an earlier invocation's run in OUT, from this
                                    # repetition on, appending to its CSVs (its settings, below)
 case $FIRST_REP in ''|*[!0-9]*|0) echo "FIRST_REP must be a repetition number from 1, not $FIRST_REP" >&2; exit 2 ;; esac
@@ -168,7 +169,7 @@ settings="$OUT/nps/settings.txt"
 {
   for v in LEVELS WARM RUN CPU_COST_US SHARE PERIOD_US THRESHOLDS CPU_TARGET MONITOR_AGENTS \
     MONITOR_SET SERVE_SET LISTENER SPLIT_WARMUP BURSTY BURST_RATE BURST_SECONDS AGENT_PRIORITY \
-    AGENT_PREFETCH_CPU ARRIVALS LATENCY_QOS CLIENT_BALLAST DOC_FILES; do
+    AGENT_PREFETCH_CPU ARRIVALS LATENCY_QOS CLIENT_BALLAST DOC_FILES CALIBRATE_IDLE; do
     printf '%s=%s\n' "$v" "${!v}"
   done
   echo "policies=$policies"
@@ -270,6 +271,15 @@ one_run() {
   [ "$capped" = yes ] && echo "$SP" > "$cg/cgroup.procs"
   for _ in $(seq 100); do grep -q "slipstream serve:" "$work/serve.out" && break; sleep 0.1; done
   base=$(grep 'slipstream serve:' "$work/serve.out" | grep -o 'http://[0-9.:]*' | head -1)
+  # The knee Monitor measures its start-up curve first, as a node started before its traffic
+  # does. Demand arriving during the curve makes it fall back to its floor (1 ms), which is
+  # what every knee run up to the third slow run got (CALIBRATE_IDLE=0 repeats that).
+  if [ "$CALIBRATE_IDLE" = 1 ] && [ "$mon" = monitor-knee ]; then
+    for _ in $(seq 300); do
+      curl -s "$base/_slipstream/prefetch" | grep -q '"threshold_source":"pending"' || break
+      sleep 0.1
+    done
+  fi
   local pcpu=()
   [ "$agent_priority" = idle ] && [ "$agents" != off ] && pcpu=(--prefetch-cpu "$AGENT_PREFETCH_CPU")
   bench() { taskset -c 1 "$B" bench "$base" --urls "$work/urls.txt" --rate "$rate" \

@@ -517,28 +517,30 @@ impl Monitor {
     }
 }
 
-/// The knee of a response-time curve: the index of the point where response time turns from
-/// flat to steep, by the Kneedle rule (Satopää et al., 2011) for an increasing convex curve: with
-/// both axes scaled to [0, 1], the point farthest below the chord from the first point to the
-/// last. `points` are (load, response time) in order of load. `None` when there are fewer than
-/// three points or the curve does not rise (no knee: the server was never loaded).
+/// How far a response time must rise above the curve's first (least loaded) point before the
+/// curve counts as risen: by half.
+pub const KNEE_RISE: f64 = 1.5;
+
+/// The knee of a response-time curve: the index of the first point whose response time is more
+/// than [`KNEE_RISE`] times the first point's, where the "nearly constant value of response
+/// time for low load" ends and the "sharp rise" begins (000 §3.3). `points` are (load,
+/// response time) in order of load. `None` when there are fewer than three points or the curve
+/// never rises that far (no knee: the server was never loaded).
+///
+/// A server that queues from the second concurrent request (one worker) has no flat part: its
+/// curve rises from the first point on, and the knee is the second point. Up to 2f572f8 this
+/// was the Kneedle rule (Satopää et al., 2011: the point farthest below the chord from the
+/// first point to the last, both axes scaled to [0, 1]). On the monitor's doubling
+/// concurrencies (1, 2, 4, ... 64) a single worker's curve is a straight line, which Kneedle
+/// sees as having no knee anywhere, and the point it picked came from the line's small bends
+/// (about 7 ms on the test server, where the knee is at two probes:
+/// `docs/experiments/000/nps/pilots/pilot77/`).
 pub fn knee(points: &[(f64, f64)]) -> Option<usize> {
     if points.len() < 3 {
         return None;
     }
-    let (x0, y0) = points[0];
-    let (x1, y1) = points[points.len() - 1];
-    let (dx, dy) = (x1 - x0, y1 - y0);
-    if !(dx > 0.0 && dy > 0.0) {
-        return None;
-    }
-    points
-        .iter()
-        .enumerate()
-        .map(|(i, &(x, y))| (i, (x - x0) / dx - (y - y0) / dy))
-        .filter(|(_, d)| *d > 0.0)
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(i, _)| i)
+    let first = points[0].1;
+    points.iter().position(|&(_, y)| y > first * KNEE_RISE)
 }
 
 /// The threshold for a measured curve: halfway between the response time at its [`knee`] and
@@ -799,8 +801,14 @@ mod tests {
         ];
         assert_eq!(knee(&curve), Some(4));
         assert_eq!(knee(&curve[..2]), None);
-        // A curve that never rises has no knee.
+        // A curve that never rises, or rises by less than half, has no knee.
         assert_eq!(knee(&[(1.0, 2.0), (2.0, 2.0), (3.0, 2.0)]), None);
+        assert_eq!(knee(&[(1.0, 2.0), (2.0, 2.4), (4.0, 2.9)]), None);
+        // Two workers: flat for two probes, then a line.
+        assert_eq!(
+            knee(&[(1.0, 1.0), (2.0, 1.1), (4.0, 2.0), (8.0, 4.0), (16.0, 8.0)]),
+            Some(2)
+        );
         let with_time: Vec<(f64, Duration)> = curve
             .iter()
             .map(|(x, y)| (*x, Duration::from_secs_f64(y / 1000.0)))
@@ -813,6 +821,35 @@ mod tests {
         assert_eq!(
             threshold_from_curve(&with_time, 8 * MS),
             Some(Duration::from_millis(8))
+        );
+    }
+
+    #[test]
+    fn a_single_workers_straight_line_has_its_knee_at_two_probes() {
+        // Pilot 77: the idle single-worker test server at 250 µs a request, in µs. Every probe
+        // after the first queues behind another, so there is no flat part.
+        let curve: Vec<(f64, Duration)> = [
+            (1.0, 286u64),
+            (2.0, 560),
+            (4.0, 1112),
+            (8.0, 2291),
+            (16.0, 4616),
+            (32.0, 9339),
+            (64.0, 19809),
+        ]
+        .iter()
+        .map(|(x, us)| (*x, Duration::from_micros(*us)))
+        .collect();
+        let xy: Vec<(f64, f64)> = curve.iter().map(|(x, d)| (*x, d.as_secs_f64())).collect();
+        assert_eq!(knee(&xy), Some(1));
+        // Halfway between one probe and two, 423 µs; raised to the floor.
+        assert_eq!(
+            threshold_from_curve(&curve, Duration::ZERO),
+            Some(Duration::from_micros(423))
+        );
+        assert_eq!(
+            startup_threshold(&curve, MS, false),
+            (MS, ThresholdSource::Knee)
         );
     }
 

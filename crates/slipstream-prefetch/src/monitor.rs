@@ -518,7 +518,9 @@ impl Monitor {
 }
 
 /// How far a response time must rise above the curve's first (least loaded) point before the
-/// curve counts as risen: by half.
+/// curve counts as risen: by half. The first concurrency at which probes queue at least doubles
+/// the median (a probe that waits behind another takes about twice as long), so a rise of less
+/// than half is noise, not queueing.
 pub const KNEE_RISE: f64 = 1.5;
 
 /// The knee of a response-time curve: the index of the first point whose response time is more

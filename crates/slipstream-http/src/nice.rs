@@ -33,7 +33,12 @@
 //! congestion signal, and together they write at most a window a round trip, so that a
 //! client's prefetching backs off as one flow however many connections carry it. The
 //! smallest window is then two segments a round trip for the address, not for each
-//! connection.
+//! connection. Measured on the loopback experiment's congested 1 Mbit/s link, demand was then
+//! ×1.02–1.06 of no prefetching (×10.5 with a window a connection). On the same link with room
+//! to spare, the shared window let through 41–44 % of what was prefetched without back-off,
+//! where a window a connection let all of it through: a hint list's own burst queues for
+//! hundreds of milliseconds behind a sub-millisecond least RTT and reads as congestion. That is
+//! why `rtt_backoff` is off by default.
 //!
 //! What the window counts is what the kernel holds unacknowledged: segments in flight and bytes
 //! not yet sent. The kernel's own congestion control still runs underneath; this only ever
@@ -857,6 +862,7 @@ mod tests {
         let (g, _) = p.gate(t, &info(10, 2), 100);
         assert_eq!(g, Gate::Wait(t + Duration::from_micros(2_500)));
     }
+
     fn shared_rounds(p: &mut SharedPacer, t: &mut Instant, rtt_ms: u64, conns: usize) -> u64 {
         // One round: every connection asks for all it can, a tenth of a round apart.
         let mut written = 0;

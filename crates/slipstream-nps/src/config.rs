@@ -177,7 +177,8 @@ pub struct Config {
     pub backoff_max_pause_ms: u64,
     /// One window for all the listener's connections to a client address, which then backs
     /// off as one flow however many connections its prefetching opens; `false`: a window for
-    /// each connection.
+    /// each connection. On a slow link with room to spare the shared window also holds back
+    /// prefetching that would not have hurt (docs/experiments/000-network-loopback.md).
     pub backoff_shared: bool,
     /// Answer browsers' own prefetches (`Sec-Purpose: prefetch`) only within the monitor's
     /// budget; beyond it, 503 at once.

@@ -25,6 +25,8 @@
 //!                             # refuse prefetches (503) and hint lists at once
 //! page_wait = true            # when the hint server would tell every client to wait (no
 //!                             # budget, or shedding), pages say so and agents do not ask
+//! page_invite = 2.0           # with page_wait, pages invite agents to ask about twice as
+//!                             # often as the budget has lists; the rest are told to wait
 //! probe_path = "/"            # the representative object the monitor probes
 //! threshold_ms = "3ms"        # a probe slower than this means the server is loaded;
 //!                             # 0 (default): found at start-up, at the knee of the
@@ -197,6 +199,14 @@ pub struct Config {
     /// as they are: a cached copy carries an old wait, which the browser agent ignores once it
     /// is 10 s old. `false`: agents always ask.
     pub page_wait: bool,
+    /// With `page_wait`, pages invite their agents to ask for hints about this many times as
+    /// often as the budget has lists (B/D a second, against the pages served a second); the
+    /// other pages carry the wait a refused hint request would get, so that a loaded node is
+    /// not sent hint requests it can only refuse (at 250 documents/s on the slow test server,
+    /// 88 % of them were, at about the CPU of the prefetches granted:
+    /// docs/experiments/000-nps.md). Every page counts, so where many clients run no agent
+    /// fewer lists are asked for than the budget allows: never more. 0: every agent asks.
+    pub page_invite: f64,
     /// Send the `Speculation-Rules` header with pages, naming a rule set of the budgeted hints
     /// (`/_slipstream/speculationrules`), so browsers prefetch natively.
     pub speculation_rules: bool,
@@ -257,6 +267,7 @@ impl Default for Config {
             admit_browser_prefetch: true,
             shed: true,
             page_wait: true,
+            page_invite: 2.0,
             speculation_rules: false,
             munge: true,
         }
@@ -327,6 +338,8 @@ pub struct Settings {
     pub shed: bool,
     /// Pages carry the hint server's wait when it would refuse every client.
     pub page_wait: bool,
+    /// Pages invite this many times the lists the budget allows (0: all).
+    pub page_invite: f64,
     /// Send `Speculation-Rules` with pages.
     pub speculation_rules: bool,
     /// Add the agent's registration to pages.
@@ -403,6 +416,12 @@ impl Config {
             return Err(refuse(
                 "cost_target",
                 "must be between 0 (off) and 1 (demand twice as slow)",
+            ));
+        }
+        if !(self.page_invite.is_finite() && (0.0..=100.0).contains(&self.page_invite)) {
+            return Err(refuse(
+                "page_invite",
+                "must be between 0 (every agent asks) and 100 (times the lists the budget allows)",
             ));
         }
         if self.cost_target > 0.0 && self.cost_every_ms > 600_000 {
@@ -540,6 +559,11 @@ impl Config {
             admit_browser_prefetch: self.admit_browser_prefetch,
             shed: self.shed,
             page_wait: self.page_wait,
+            page_invite: if self.page_wait {
+                self.page_invite
+            } else {
+                0.0
+            },
             speculation_rules: self.speculation_rules,
             munge: self.munge,
         })
@@ -633,6 +657,15 @@ mod tests {
             }),
             "cost_target"
         );
+        for invite in [-1.0, f64::NAN, 1e3] {
+            assert_eq!(
+                bad(Config {
+                    page_invite: invite,
+                    ..Config::default()
+                }),
+                "page_invite"
+            );
+        }
         // A quiet period that leaves nothing to measure between its settles.
         assert_eq!(
             bad(Config {

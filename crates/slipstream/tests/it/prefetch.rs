@@ -38,6 +38,17 @@ fn pages() -> tempfile::TempDir {
     dir
 }
 
+/// [`pages`] and `/p.html`, a page with a head (which the munger adds its script to).
+fn pages_with_a_page() -> tempfile::TempDir {
+    let site = pages();
+    std::fs::write(
+        site.path().join("p.html"),
+        "<html><head><title>p</title></head><body>p</body></html>",
+    )
+    .expect("write");
+    site
+}
+
 #[test]
 fn hints_come_from_the_demand_stream_and_bad_requests_change_nothing() {
     let site = pages();
@@ -204,12 +215,7 @@ fn a_failing_probe_leaves_no_budget_and_every_client_is_told_to_wait() {
 fn a_node_with_nothing_to_give_tells_its_pages_to_wait_and_no_agent_asks() {
     // Every probe fails, so the budget halves to nothing: every hint request would be told to
     // wait. The pages say so, and the agents wait without asking.
-    let site = pages();
-    std::fs::write(
-        site.path().join("p.html"),
-        "<html><head><title>p</title></head><body>p</body></html>",
-    )
-    .expect("write");
+    let site = pages_with_a_page();
     let node = overloaded_node(site.path(), &["--set", "prefetch.shed=false"]);
     wait_until(node.addr, "the budget halved to nothing", |s| {
         s["budget_per_s"].as_f64().unwrap() < 0.01
@@ -256,12 +262,7 @@ fn pages_invite_about_twice_the_agents_the_budget_has_lists_for_and_the_rest_do_
     // A budget of at most 4 files a second (0.4 lists, D = 10) against 20 pages a second:
     // about one agent in 25 is invited to ask; the others' pages carry the wait a refused
     // hint request would get. With invitations off (`page_invite = 0`), every agent asks.
-    let site = pages();
-    std::fs::write(
-        site.path().join("p.html"),
-        "<html><head><title>p</title></head><body>p</body></html>",
-    )
-    .expect("write");
+    let site = pages_with_a_page();
     let run = |invite: &str| {
         let node = serve(
             site.path(),
@@ -488,12 +489,7 @@ fn hinted_run(
 
 #[test]
 fn pages_name_the_prefetch_listener_and_the_agents_ask_it_for_every_hint_list() {
-    let site = pages();
-    std::fs::write(
-        site.path().join("p.html"),
-        "<html><head><title>p</title></head><body>p</body></html>",
-    )
-    .expect("write");
+    let site = pages_with_a_page();
     let node = crate::support::serve(
         site.path(),
         &[

@@ -491,12 +491,12 @@ impl Distributor {
     ///   pages: with probability 1 − p′, the wait a hint request refused now would get (paced
     ///   and held, a place in the queue of slots; paced without holds, a spread past the next
     ///   slot; unpaced, about 1/p − 1 epochs), where p′ = min(1, invite × B / (D × pages a
-    ///   second)). When a slot is due, or none is set yet, that wait is a millisecond: the
-    ///   agent asks at once, as its request would take the slot. The pages' rate is decayed
-    ///   over [`PAGE_RATE_WINDOW`] and counts the pages the caller passes here: where some have
-    ///   no agent (a client without scripts) p′ errs low; where some reach clients without
-    ///   passing here (from a cache) it errs high. Either way the lists still go through
-    ///   [`Distributor::request`] and its budget.
+    ///   second)). Paced and held, when a slot is due or none is set yet, that wait is a
+    ///   millisecond: the agent asks at once, as its request would take the slot. The pages'
+    ///   rate is decayed over [`PAGE_RATE_WINDOW`] and counts the pages the caller passes
+    ///   here: where some have no agent (a client without scripts) p′ errs low; where some
+    ///   reach clients without passing here (from a cache) it errs high. Either way the lists
+    ///   still go through [`Distributor::request`] and its budget.
     ///
     /// Otherwise `None`: the agent asks, and its hint request is distributed as usual. No
     /// hint request is counted (none arrived); the page is, for the pages' rate.

@@ -34,7 +34,8 @@
 //! a wait, are distributed as before. So a page is served with the
 //! refusal its hint request would most likely get, with probability 1 − p′, where p′ invites
 //! a small multiple of the lists the budget allows ([`Distributor::page_wait`]); the agent
-//! waits as a refused one would, without asking.
+//! waits as a refused one would, without asking. p′ is the paper's p = B·τ / (N·D) (§3.3)
+//! with N counted in pages, not hint requests, and times the invitation factor.
 //!
 //! Time comes in as `now` (time since any fixed start), randomness as an `Rng`.
 
@@ -323,11 +324,24 @@ impl Distributor {
             Grant::List(self.doc_files)
         } else {
             self.totals.waits += 1;
-            Grant::Wait(if paced {
-                self.paced_wait(now, budget_per_s, p, rng)
-            } else {
-                self.wait(now, p, rng)
-            })
+            Grant::Wait(self.refused_wait(now, budget_per_s, p, rng))
+        }
+    }
+
+    /// What a hint request refused at `now` is told, at probability `p`: paced (with a
+    /// budget), [`Distributor::paced_wait`]; otherwise [`Distributor::wait`]. The one place
+    /// both a refused request and a page not invited ([`Distributor::page_wait`]) get it from.
+    fn refused_wait(
+        &mut self,
+        now: Duration,
+        budget_per_s: f64,
+        p: f64,
+        rng: &mut impl Rng,
+    ) -> Duration {
+        if self.paced && budget_per_s > 0.0 {
+            self.paced_wait(now, budget_per_s, p, rng)
+        } else {
+            self.wait(now, p, rng)
         }
     }
 
@@ -525,14 +539,13 @@ impl Distributor {
             return None;
         }
         self.totals.pages_not_invited += 1;
+        // As `request` sets the distributor up before it refuses one.
         self.advance(now);
-        let p = self.p(budget_per_s);
-        Some(if self.paced && budget_per_s > 0.0 {
+        if self.paced && budget_per_s > 0.0 {
             self.respace(budget_per_s);
-            self.paced_wait(now, budget_per_s, p, rng)
-        } else {
-            self.wait(now, p, rng)
-        })
+        }
+        let p = self.p(budget_per_s);
+        Some(self.refused_wait(now, budget_per_s, p, rng))
     }
 
     /// p′ at `now`, the share of pages whose agents are invited to ask

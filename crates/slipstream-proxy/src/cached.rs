@@ -16,7 +16,7 @@ use crate::forward::{finish_forwarded, forward, passthrough, upstream_error};
 use crate::headers::{self, Status};
 use crate::store::{self, Stored};
 use crate::upstream::UpstreamError;
-use crate::{partial, respond, Inner};
+use crate::{deception, partial, respond, Inner};
 
 /// A GET or HEAD through the cache.
 pub(crate) async fn cached(
@@ -275,9 +275,12 @@ fn forget(inner: &Inner, key: &str) {
 }
 
 /// The caching rules for a response, or `None` when this proxy must not store it: RFC 9111's
-/// rules, and two of ours. Unless `store_set_cookie` is on, a response that sets a cookie is not
+/// rules, and some of ours. Unless `store_set_cookie` is on, a response that sets a cookie is not
 /// stored even when RFC 9111 would allow it, because a shared cache would hand one user's cookie
-/// to others (Varnish's default does the same).
+/// to others (Varnish's default does the same). The rules against web cache deception
+/// (`deception.rs`): with `deception_armor`, a response whose Content-Type disagrees with its
+/// URL's extension is not stored; unless `heuristic_with_credentials` is on, a response to a
+/// request with credentials is stored only with explicit freshness.
 fn policy_for(
     inner: &Inner,
     sent: &http::request::Parts,
@@ -286,6 +289,21 @@ fn policy_for(
 ) -> Option<rfc9111::Policy> {
     if !inner.settings.store_set_cookie && res.headers.contains_key(http::header::SET_COOKIE) {
         return None;
+    }
+    if inner.settings.deception_armor && deception::armor_refuses(sent.uri.path(), &res.headers) {
+        tracing::debug!(uri = %sent.uri, "not stored: Content-Type disagrees with the extension");
+        return None;
+    }
+    if !inner.settings.heuristic_with_credentials && deception::credentialed(&sent.headers) {
+        // Freshness without the heuristic: a lifetime left is explicit. A zero one is not
+        // stored either, even with a validator, since the origin may answer another client's
+        // conditional request with a 304 that would hand it this one's page.
+        let explicit = rfc9111::Options {
+            heuristic_fraction: 0.0,
+            ..inner.rules.clone()
+        };
+        let policy = rfc9111::Policy::new(sent, res, now, &explicit)?;
+        return (!policy.time_to_live(now).is_zero()).then_some(policy);
     }
     let policy = rfc9111::Policy::new(sent, res, now, &inner.rules)?;
     // Stale on arrival, with no validator and no permission to serve it stale: every later

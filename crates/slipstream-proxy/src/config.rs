@@ -24,6 +24,19 @@ pub struct Config {
     pub origin: Vec<String>,
     /// Accept forward-proxy requests (absolute-form, CONNECT) even with an origin set.
     pub forward: bool,
+    /// The clients a forward proxy serves, as address ranges (`"10.0.0.0/8"`, `"fc00::/7"`,
+    /// a bare address): others get 403 for absolute-form requests and CONNECT. By default
+    /// loopback and the private ranges (127.0.0.0/8, ::1/128, 10.0.0.0/8, 172.16.0.0/12,
+    /// 192.168.0.0/16, fc00::/7); link-local clients are not served unless listed. A proxy
+    /// open to the Internet needs `["0.0.0.0/0", "::/0"]`, and should not be one.
+    pub allow_clients: Vec<String>,
+    /// Internal destinations a forward proxy may reach anyway, as address ranges. By default
+    /// none: absolute-form requests and CONNECT to loopback, unspecified, private, shared,
+    /// link-local, multicast or reserved addresses (and their IPv4-mapped IPv6 forms) get 403
+    /// before anything is connected, whatever the spelling or the name that resolves to them.
+    /// The proxy's own listener is refused even when listed. A reverse proxy's origins and
+    /// parents are not checked.
+    pub allow_destinations: Vec<String>,
     /// What to do with the request fields that tell an origin which host and scheme the client
     /// used (`X-Forwarded-Host`, `-Proto`, `-Port`, `-Server`, `Forwarded`, `X-Original-URL`,
     /// `X-Rewrite-URL`): `strip` (the default) removes them, since an origin that builds links
@@ -67,7 +80,18 @@ pub struct Config {
     /// one user's cookie, often a session, to others. Turn it on only for origins whose
     /// cacheable responses set no per-user cookies.
     pub store_set_cookie: bool,
-    /// The cache.
+    /// Store responses to requests that carry `Cookie` or `Authorization` when their
+    /// freshness would be heuristic (RFC 9111 §4.2.2: a fraction of the time since
+    /// `Last-Modified`) or zero. Off by default: such a response is often a page built for the
+    /// user, and an attacker who makes the user ask for `/account.php/x.css` would find it in
+    /// the cache for weeks. With it off, these responses are stored only with explicit
+    /// freshness (`max-age`, `s-maxage`, `Expires`).
+    pub heuristic_with_credentials: bool,
+    /// Web cache deception armor (as Cloudflare's): a response to a URL whose last path
+    /// segment has a static file extension (`.css`, `.js`, `.png`, ...) is stored only if its
+    /// `Content-Type` is one that extension names (or `application/octet-stream`), so that a
+    /// dynamic page answering `/account.php/x.css` is not kept as a stylesheet. On by default.
+    pub deception_armor: bool,
     pub cache: CacheConfig,
     /// Waiting requests per key while one fetch is in flight (request collapsing); requests
     /// beyond the bound go upstream on their own.
@@ -85,16 +109,19 @@ pub struct Config {
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub store_deadline_ms: u64,
     /// Least rate of an upstream body, in bytes per second (or `"1KiB"`), averaged over each
-    /// `upstream_min_rate_window_ms`; a slower body is cut. 0 (the default, as in Varnish and
-    /// Traffic Server) turns it off: a long-lived stream such as server-sent events may be
-    /// quiet for a long time. A forward proxy, which fetches from anyone, should set it.
+    /// `upstream_min_rate_window_ms`; a slower body is cut. By default 1 KiB/s over 30 s (at
+    /// least 30 KiB in every 30 s): a modem's rate passes, an upstream dripping a byte a
+    /// second is cut after 30 s. The rate counts the bytes the proxy passed on, so a client
+    /// that stops reading for longer than a window (a paused video) can be cut too, as can a
+    /// long-lived quiet stream (server-sent events); 0 turns it off for such sites.
     #[serde(deserialize_with = "slipstream_units::de::bytes")]
     pub upstream_min_rate: u64,
     /// The window `upstream_min_rate` is averaged over (or `"30s"`).
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub upstream_min_rate_window_ms: u64,
-    /// Longest an upstream body may take in all, in milliseconds (or `"10m"`); 0 (the default)
-    /// turns it off.
+    /// Longest an upstream body may take in all, in milliseconds (or `"10m"`); by default two
+    /// hours, which bounds an upstream that keeps just above the least rate while leaving a
+    /// 7 GiB download at 1 MB/s time to finish; 0 turns it off.
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub upstream_body_timeout_ms: u64,
     /// Bearer token for PURGE and `/_slipstream/purge`; purging is refused without one.
@@ -239,6 +266,11 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 3128)),
             origin: Vec::new(),
             forward: false,
+            allow_clients: crate::access::DEFAULT_CLIENTS
+                .iter()
+                .map(|c| (*c).to_owned())
+                .collect(),
+            allow_destinations: Vec::new(),
             ca_file: None,
             forwarded: Forwarded::Strip,
             parents: Vec::new(),
@@ -249,14 +281,16 @@ impl Default for Config {
             parent_retry_ms: 5_000,
             name: "slipstream".into(),
             store_set_cookie: false,
+            heuristic_with_credentials: false,
+            deception_armor: true,
             cache: CacheConfig::default(),
             max_collapsed_waiters: 1024,
             connect_timeout_ms: 3_000,
             upstream_timeout_ms: 30_000,
             store_deadline_ms: 10_000,
-            upstream_min_rate: 0,
+            upstream_min_rate: 1024,
             upstream_min_rate_window_ms: 30_000,
-            upstream_body_timeout_ms: 0,
+            upstream_body_timeout_ms: 2 * 3600 * 1000,
             purge_token: None,
             max_header_bytes: 16 * 1024,
             workers: 0,
@@ -329,6 +363,8 @@ pub struct Settings {
     pub ca_certs: Vec<rustls::pki_types::CertificateDer<'static>>,
     /// Whether absolute-form and CONNECT requests are served.
     pub forward: bool,
+    /// Who may use the forward proxy and where it may go.
+    pub access: std::sync::Arc<crate::access::Access>,
     /// Parent proxies in order of preference.
     pub parents: Vec<http::uri::Authority>,
     /// The parents spoken to over TLS (`https://` in the config).
@@ -345,6 +381,10 @@ pub struct Settings {
     pub name: String,
     /// Whether responses with `Set-Cookie` are stored.
     pub store_set_cookie: bool,
+    /// Whether responses to credentialed requests may be stored without explicit freshness.
+    pub heuristic_with_credentials: bool,
+    /// Whether a stored response's Content-Type must agree with its URL's extension.
+    pub deception_armor: bool,
     /// Cache engine settings, if caching.
     pub cache: Option<slipstream_cache::Config>,
     /// Size rules for storing.
@@ -565,9 +605,26 @@ impl Config {
                 reason: "larger than cache.max_object_bytes".into(),
             });
         }
+        let ranges = |field: &'static str, list: &[String]| {
+            list.iter()
+                .map(|r| {
+                    r.parse::<crate::access::Cidr>()
+                        .map_err(|e| ConfigError::Invalid {
+                            field,
+                            reason: e.to_string(),
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let access = crate::access::Access {
+            clients: ranges("allow_clients", &self.allow_clients)?,
+            destinations: ranges("allow_destinations", &self.allow_destinations)?,
+            listener: self.listen,
+        };
         Ok(Settings {
             listen: self.listen,
             forward: self.forward || origin.is_none(),
+            access: std::sync::Arc::new(access),
             origin,
             origins,
             origin_scheme,
@@ -581,6 +638,8 @@ impl Config {
             parent_policy,
             name: self.name.clone(),
             store_set_cookie: self.store_set_cookie,
+            heuristic_with_credentials: self.heuristic_with_credentials,
+            deception_armor: self.deception_armor,
             cache,
             min_object_bytes: self.cache.min_object_bytes,
             max_object_bytes: self.cache.max_object_bytes,
@@ -642,6 +701,42 @@ mod tests {
                 e.starts_with(field) && e.contains("use failover, refresh or p2c"),
                 "{e}"
             );
+        }
+    }
+
+    #[test]
+    fn production_defaults_bound_bodies_and_close_the_forward_proxy() {
+        let s = Config::default().validate().expect("valid");
+        assert_eq!(
+            s.body_pace.min_rate,
+            Some(slipstream_node::body::MinRate {
+                bytes_per_second: 1024,
+                window: Duration::from_secs(30),
+            })
+        );
+        assert_eq!(s.body_pace.total, Some(Duration::from_secs(2 * 3600)));
+        assert!(s.access.client_allowed("192.168.1.2".parse().expect("ip")));
+        assert!(!s.access.client_allowed("203.0.113.9".parse().expect("ip")));
+        assert!(s.access.destinations.is_empty());
+        assert!(s.deception_armor && !s.heuristic_with_credentials);
+        for (field, config) in [
+            (
+                "allow_clients",
+                Config {
+                    allow_clients: vec!["10.0.0.0/40".into()],
+                    ..Config::default()
+                },
+            ),
+            (
+                "allow_destinations",
+                Config {
+                    allow_destinations: vec!["localhost".into()],
+                    ..Config::default()
+                },
+            ),
+        ] {
+            let e = config.validate().expect_err("refused").to_string();
+            assert!(e.starts_with(field), "{e}");
         }
     }
 }

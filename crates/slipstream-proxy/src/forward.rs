@@ -76,6 +76,10 @@ pub(crate) fn finish_forwarded(inner: &Inner, response: &mut Response<Body>, sta
 /// 502 or 504 saying what kind of failure it was. Which upstream failed, and how, goes to the
 /// log only: a client is not told the addresses behind the proxy nor its HTTP stack's errors.
 pub(crate) fn upstream_error(inner: &Inner, e: &UpstreamError) -> Response<Body> {
+    if let UpstreamError::Refused { .. } = e {
+        tracing::info!(error = %e.chain(), "forward-proxy target refused");
+        return refused_destination();
+    }
     inner.metrics.upstream_error(e);
     tracing::warn!(error = %e.chain(), "answering with an upstream error");
     let (status, message) = match e {
@@ -95,6 +99,7 @@ pub(crate) fn upstream_error(inner: &Inner, e: &UpstreamError) -> Response<Body>
             StatusCode::BAD_GATEWAY,
             "bad gateway: no upstream server to send the request to",
         ),
+        UpstreamError::Refused { .. } => return refused_destination(),
     };
     let mut r = text(status, message);
     Status {
@@ -104,4 +109,13 @@ pub(crate) fn upstream_error(inner: &Inner, e: &UpstreamError) -> Response<Body>
     }
     .apply(r.headers_mut(), &inner.settings.name);
     r
+}
+
+/// 403 for a forward-proxy target the access rules refuse: the same short answer for every
+/// reason, so that it tells a client nothing about the addresses behind a name.
+pub(crate) fn refused_destination() -> Response<Body> {
+    text(
+        StatusCode::FORBIDDEN,
+        "forbidden: this proxy does not connect to that destination",
+    )
 }

@@ -37,17 +37,95 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Request fields that name the host, scheme or URL the client used; an origin that trusts
-/// them can be made to build pages for another host, which a cache would then keep.
-pub const FORWARDED: [&str; 7] = [
+/// Request fields that name the host, scheme, URL or method the client used; an origin that
+/// trusts them can be made to build pages for another host (or to run another method), which
+/// a cache would then keep for a URL they are not part of.
+pub const FORWARDED: [&str; 12] = [
     "x-forwarded-host",
     "x-forwarded-proto",
     "x-forwarded-port",
     "x-forwarded-server",
+    "x-forwarded-scheme",
+    "x-host",
     "forwarded",
     "x-original-url",
     "x-rewrite-url",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
 ];
+
+/// Whether a Host field value is valid (RFC 9110 §7.2: `uri-host [ ":" port ]`, the host an
+/// IP-literal in brackets, an IPv4 address or a reg-name of unreserved characters,
+/// percent-encodings and sub-delims; RFC 3986 §3.2.2). An empty value is valid (RFC 9112 §3.2,
+/// a target without an authority).
+pub fn valid_host(value: &[u8]) -> bool {
+    let (host, port) = if let Some(rest) = value.strip_prefix(b"[") {
+        let Some(end) = rest.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let literal = &rest[..end];
+        let ok = std::str::from_utf8(literal).is_ok_and(|l| {
+            l.parse::<std::net::Ipv6Addr>().is_ok()
+                // IPvFuture: "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" )
+                || l.strip_prefix(['v', 'V']).and_then(|f| f.split_once('.')).is_some_and(
+                    |(version, rest)| {
+                        !version.is_empty()
+                            && version.bytes().all(|b| b.is_ascii_hexdigit())
+                            && !rest.is_empty()
+                            && rest.bytes().all(|b| unreserved(b) || sub_delim(b) || b == b':')
+                    },
+                )
+        });
+        if !ok {
+            return false;
+        }
+        match &rest[end + 1..] {
+            [] => return true,
+            [b':', port @ ..] => (&[][..], port),
+            _ => return false,
+        }
+    } else {
+        match value.iter().position(|&b| b == b':') {
+            Some(i) => (&value[..i], &value[i + 1..]),
+            None => (value, &[][..]),
+        }
+    };
+    let mut i = 0;
+    while i < host.len() {
+        let b = host[i];
+        if b == b'%' {
+            let hex = host.get(i + 1..i + 3);
+            if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                return false;
+            }
+            i += 3;
+            continue;
+        }
+        if !(unreserved(b) || sub_delim(b)) {
+            return false;
+        }
+        i += 1;
+    }
+    port.iter().all(u8::is_ascii_digit)
+}
+
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~".contains(&b)
+}
+
+fn sub_delim(b: u8) -> bool {
+    b"!$&'()*+,;=".contains(&b)
+}
+
+/// Whether every Host field of `headers` is valid ([`valid_host`]); more than one is refused
+/// by the node before the proxy sees the request.
+pub fn host_ok(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(HOST)
+        .iter()
+        .all(|v| valid_host(v.as_bytes()))
+}
 
 /// Removes the client's [`FORWARDED`] fields.
 pub fn strip_forwarded(headers: &mut HeaderMap) {
@@ -225,6 +303,30 @@ mod tests {
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("x-end-to-end"));
+    }
+
+    #[test]
+    fn rfc9110_s7_2_host_values_are_checked() {
+        for ok in [
+            "example.com",
+            "example.com:8080",
+            "127.0.0.1:3128",
+            "[::1]",
+            "[::1]:80",
+            "[v1.fe80::a+en1]",
+            "a%20b",
+            "a-b_c.d~e!$&'()*+,;=",
+            "host:",
+            "",
+        ] {
+            assert!(valid_host(ok.as_bytes()), "{ok}");
+        }
+        for bad in [
+            "a b", "a/b@c", "[::1", "::1", "[::1]x", "[::g]", "a:b:c", "a@b", "host:80a", "a%2",
+            "a%zz", "a\\b", "[]",
+        ] {
+            assert!(!valid_host(bad.as_bytes()), "{bad}");
+        }
     }
 
     #[test]

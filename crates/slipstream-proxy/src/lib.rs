@@ -15,13 +15,16 @@
 //! Modules by concern: `route` (the entry), `cached` (GET/HEAD through the cache), `forward`
 //! (everything else, and upstream errors), `partial` (first-chunk entries), `collect` (reading
 //! bodies to store), `upstream` (selection and exchanges), `probe` (the policies' probes),
-//! `control` (purge), `tunnel` (CONNECT).
+//! `control` (purge), `deception` (keeping web cache deception out of the store), `tunnel` (CONNECT), `access` (who may use the forward proxy, and where
+//! it may go).
 
+pub mod access;
 mod cached;
 pub mod collapse;
 mod collect;
 pub mod config;
 mod control;
+mod deception;
 mod forward;
 pub mod headers;
 mod metrics;
@@ -127,6 +130,7 @@ impl Builder {
             settings.upstream_timeout,
             self.clock,
             metrics.registry.clone(),
+            settings.access.clone(),
         )
         .with_body_pace(settings.body_pace)
         .with_origin_scheme(settings.origin_scheme.clone());
@@ -205,9 +209,14 @@ impl slipstream_node::Service for Proxy {
 
     /// Control endpoints are this node's only when the request is not for another server,
     /// and not for the site's own files under the prefix (the agent's), which go upstream.
+    /// A request that already passed through this node (its Via names it: the proxy was made
+    /// to fetch from itself) or with an invalid Host is not one either; the request path
+    /// refuses it.
     fn is_control(&self, req: &Request<Incoming>) -> bool {
         let path = req.uri().path();
         !route::absolute_form(&self.inner, req)
+            && !headers::looped(req.headers(), &self.inner.settings.name)
+            && headers::host_ok(req.headers())
             && path.starts_with(CONTROL_PREFIX)
             && !slipstream_node::is_site_path(path)
     }

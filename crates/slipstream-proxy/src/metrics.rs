@@ -197,6 +197,7 @@ impl Metrics {
         match e {
             UpstreamError::Connect { .. } => self.connect_errors.inc(),
             UpstreamError::Timeout { .. } => self.timeouts.inc(),
+            UpstreamError::Refused { .. } => {}
             UpstreamError::Protocol { .. } | UpstreamError::NoUpstream => {
                 self.protocol_errors.inc()
             }

@@ -21,7 +21,24 @@ pub(crate) async fn handle(
     arrived: std::time::Instant,
 ) -> Response<Body> {
     let name = inner.settings.name.as_str();
+    if !headers::host_ok(req.headers()) {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "invalid Host field (RFC 9110 §7.2)",
+        );
+    }
     let absolute = absolute_form(inner, &req);
+    // The forward proxy serves only the clients it is for (`allow_clients`), before it does
+    // anything else for them.
+    let forward_request = absolute || req.method() == Method::CONNECT;
+    if forward_request && inner.settings.forward && !inner.settings.access.client_allowed(peer.ip())
+    {
+        tracing::info!(client = %peer.ip(), "forward-proxy client not in allow_clients");
+        return text(
+            StatusCode::FORBIDDEN,
+            "forbidden: this proxy does not serve your address",
+        );
+    }
     if req.method().as_str() == "PURGE" {
         return control::purge_method(inner, &req, absolute);
     }

@@ -1,5 +1,9 @@
 //! CONNECT (RFC 9110 §9.3.6): a forward proxy opens a TCP tunnel to `host:port` and relays
-//! bytes both ways. Tunnels are never cached; the ports they may reach are configured.
+//! bytes both ways. Tunnels are never cached; the ports they may reach are configured, and the
+//! addresses are those the access rules allow (`access.rs`), resolved once and connected to as
+//! checked. A failure is answered in the same few words whatever its cause: the resolver's or
+//! the OS's error would tell a client which hosts exist and which ports are open behind the
+//! proxy; it goes to the log.
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -8,6 +12,7 @@ use slipstream_http::Body;
 
 use slipstream_node::respond::text;
 
+use crate::access::ResolveError;
 use crate::Inner;
 
 pub(crate) async fn connect(inner: &Inner, req: Request<Incoming>) -> Response<Body> {
@@ -31,22 +36,28 @@ pub(crate) async fn connect(inner: &Inner, req: Request<Incoming>) -> Response<B
     }
     let upstream = match tokio::time::timeout(
         inner.settings.connect_timeout,
-        tokio::net::TcpStream::connect(authority.as_str()),
+        open(inner, authority.host(), port),
     )
     .await
     {
         Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => {
+        Ok(Err(Failed::Refused(e))) => {
+            tracing::info!(error = %e, "CONNECT target refused");
+            return crate::forward::refused_destination();
+        }
+        Ok(Err(Failed::Other(e))) => {
+            tracing::info!(target = %authority, error = %e, "CONNECT failed");
             return text(
                 StatusCode::BAD_GATEWAY,
-                &format!("cannot connect to {authority}: {e}"),
-            )
+                "bad gateway: the proxy could not connect to that destination",
+            );
         }
         Err(_) => {
+            tracing::info!(target = %authority, "CONNECT timed out");
             return text(
                 StatusCode::GATEWAY_TIMEOUT,
-                &format!("connecting to {authority} timed out"),
-            )
+                "gateway timeout: connecting to that destination took too long",
+            );
         }
     };
     let _ = upstream.set_nodelay(true);
@@ -64,4 +75,28 @@ pub(crate) async fn connect(inner: &Inner, req: Request<Incoming>) -> Response<B
     });
     // 200 with no body: the connection now carries the tunnel.
     Response::new(Body::empty())
+}
+
+enum Failed {
+    Refused(crate::access::Refused),
+    Other(std::io::Error),
+}
+
+/// A connection to the first address of `host:port` the access rules allow that accepts.
+async fn open(inner: &Inner, host: &str, port: u16) -> Result<tokio::net::TcpStream, Failed> {
+    let addrs = match inner.settings.access.resolve(host, port).await {
+        Ok(addrs) => addrs,
+        Err(ResolveError::Refused(r)) => return Err(Failed::Refused(r)),
+        Err(ResolveError::Lookup { source, .. }) => return Err(Failed::Other(source)),
+    };
+    let mut last = None;
+    for addr in addrs {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(Failed::Other(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no address")
+    })))
 }

@@ -14,6 +14,11 @@
 //! recorded as [`Outcome::Cancelled`]. The probes a policy asks for ([`Select::probes`]) are
 //! sent by the task of `probe.rs` through `Upstreams::probe` (crate-private).
 //!
+//! A forward proxy's own targets (the hosts of absolute-form requests) are connected through
+//! [`Guarded`], which resolves the name once, drops the addresses [`Access`] refuses and
+//! connects only to those that remain; the configured origins, parents and a phase's peers are
+//! the operator's and are connected as they are.
+//!
 //! Requests to a parent use the absolute form (`GET http://origin/path`), which is how a child
 //! asks a parent for another server's resource (RFC 9112 §3.2.2); the parent's connector marks
 //! its connections as proxied so hyper writes that form.
@@ -40,6 +45,8 @@ use slipstream_http::metrics::{Counter, Registry};
 use slipstream_http::Body;
 use slipstream_node::{Clock, Ctx, Fault, Phases};
 use slipstream_select::{Outcome, Select};
+
+use crate::access::{Access, ResolveError};
 
 /// A request body going upstream: the client's own, or bytes we made (usually empty).
 pub type UpBody = Either<Incoming, Full<Bytes>>;
@@ -81,6 +88,14 @@ pub enum UpstreamError {
     /// There was no upstream to try (a forward request without a host, no origin).
     #[error("no upstream to send the request to")]
     NoUpstream,
+    /// A forward proxy's target the access rules refuse (an internal address, the proxy
+    /// itself): nothing was connected to (403).
+    #[error("refused to connect")]
+    Refused {
+        /// Which address, and why.
+        #[source]
+        source: crate::access::Refused,
+    },
 }
 
 impl UpstreamError {
@@ -88,6 +103,7 @@ impl UpstreamError {
     pub fn fault(&self) -> Fault {
         match self {
             UpstreamError::NoUpstream => Fault::Internal,
+            UpstreamError::Refused { .. } => Fault::Downstream,
             _ => Fault::Upstream,
         }
     }
@@ -99,7 +115,7 @@ impl UpstreamError {
         match self {
             UpstreamError::Connect { .. } => true,
             UpstreamError::Timeout { .. } | UpstreamError::Protocol { .. } => idempotent,
-            UpstreamError::NoUpstream => false,
+            UpstreamError::NoUpstream | UpstreamError::Refused { .. } => false,
         }
     }
 
@@ -139,6 +155,8 @@ enum Hop {
         authority: Authority,
         origin: bool,
     },
+    /// Straight to a forward-proxy request's own target, through the access rules.
+    Target(Authority),
 }
 
 /// The selection policies, one per kind of upstream.
@@ -162,6 +180,8 @@ impl Policies {
 /// All upstreams of one proxy.
 pub struct Upstreams {
     direct: Client<HttpsConnector<HttpConnector>, UpBody>,
+    /// For the targets of forward-proxy requests: only addresses the access rules allow.
+    guarded: Client<Guarded, UpBody>,
     parent_tls: tokio_rustls::TlsConnector,
     connect_timeout: Duration,
     parents: RwLock<HashMap<String, Client<ParentConnector, UpBody>>>,
@@ -269,6 +289,7 @@ impl Upstreams {
         timeout: Duration,
         clock: Clock,
         registry: Arc<Registry>,
+        access: Arc<Access>,
     ) -> Upstreams {
         let now = clock.instant();
         let tls = tls_client(ca_certs);
@@ -276,6 +297,10 @@ impl Upstreams {
         policies.origins.update(&names(origins), now);
         let upstreams = Upstreams {
             direct: client(direct_connector(tls.clone(), connect_timeout)),
+            guarded: client(Guarded {
+                inner: connector(connect_timeout),
+                access,
+            }),
             parent_tls: {
                 // A parent is spoken to in HTTP/1.1 (absolute-form requests).
                 let mut t = tls;
@@ -526,10 +551,7 @@ impl Upstreams {
         hops.extend(parents.into_iter().map(Hop::Parent));
         if origins.is_empty() {
             if let Some(authority) = parts.uri.authority() {
-                hops.push(Hop::Direct {
-                    authority: authority.clone(),
-                    origin: false,
-                });
+                hops.push(Hop::Target(authority.clone()));
             }
         } else {
             hops.extend(origins.iter().filter_map(|o| {
@@ -599,6 +621,12 @@ impl Upstreams {
                     };
                     (name, result)
                 }
+                Hop::Target(authority) => {
+                    let name = authority.to_string();
+                    let req = Request::from_parts(parts.clone(), up_body(body.take()));
+                    let result = self.exchange(&self.guarded, req, &name, self.timeout).await;
+                    (name, result)
+                }
             };
             match result {
                 Ok(response) => {
@@ -643,9 +671,12 @@ impl Upstreams {
                 timeout,
             }),
             Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Connect {
-                upstream: upstream.to_owned(),
-                source: Box::new(e),
+            Ok(Err(e)) if e.is_connect() => Err(match refusal(&e) {
+                Some(source) => UpstreamError::Refused { source },
+                None => UpstreamError::Connect {
+                    upstream: upstream.to_owned(),
+                    source: Box::new(e),
+                },
             }),
             Ok(Err(e)) => Err(UpstreamError::Protocol {
                 upstream: upstream.to_owned(),
@@ -714,6 +745,60 @@ fn up_body(body: Option<Incoming>) -> UpBody {
     match body {
         Some(b) => Either::Left(b),
         None => Either::Right(Full::new(Bytes::new())),
+    }
+}
+
+/// The access rules' refusal behind a failed connection, if that is why it failed.
+fn refusal(e: &(dyn std::error::Error + 'static)) -> Option<crate::access::Refused> {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if let Some(ResolveError::Refused(r)) = c.downcast_ref::<ResolveError>() {
+            return Some(r.clone());
+        }
+        cause = c.source();
+    }
+    None
+}
+
+/// Connects a forward-proxy request to its target: the name is resolved once, the addresses
+/// the access rules refuse are dropped, and the first remaining one that accepts is the
+/// connection. The inner connector is handed an IP literal, so it resolves nothing itself.
+#[derive(Clone)]
+struct Guarded {
+    inner: HttpConnector,
+    access: Arc<Access>,
+}
+
+impl tower_service::Service<http::Uri> for Guarded {
+    type Response = TokioIo<tokio::net::TcpStream>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, target: http::Uri) -> Self::Future {
+        let mut inner = self.inner.clone();
+        let access = self.access.clone();
+        Box::pin(async move {
+            let host = target.host().ok_or("a target without a host")?;
+            let port = target.port_u16().unwrap_or(80);
+            let addrs = access.resolve(host, port).await?;
+            let mut last: Option<BoxError> = None;
+            for addr in addrs {
+                let uri = http::Uri::builder()
+                    .scheme("http")
+                    .authority(addr.to_string())
+                    .path_and_query("/")
+                    .build()?;
+                match inner.call(uri).await {
+                    Ok(stream) => return Ok(stream),
+                    Err(e) => last = Some(e.into()),
+                }
+            }
+            Err(last.unwrap_or_else(|| "no address to connect to".into()))
+        })
     }
 }
 

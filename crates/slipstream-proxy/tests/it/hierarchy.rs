@@ -6,9 +6,11 @@ use slipstream_proxy::Config;
 use crate::support::{get, proxy, reverse, send, Origin, Reply};
 
 fn parent_of(name: &str) -> Config {
-    // A parent is a forward proxy: the child asks it for the origin's absolute URL.
+    // A parent is a forward proxy: the child asks it for the origin's absolute URL. The
+    // origin is on loopback, which a forward proxy reaches only when told to.
     Config {
         name: name.into(),
+        allow_destinations: vec!["127.0.0.0/8".into()],
         ..Config::default()
     }
 }
@@ -249,6 +251,7 @@ async fn rfc9110_s9_3_6_connect_opens_a_tunnel_to_allowed_ports_only() {
     let p = proxy(Config {
         name: "fwd".into(),
         connect_ports: vec![echo_addr.port()],
+        allow_destinations: vec!["127.0.0.0/8".into()],
         ..Config::default()
     })
     .await;

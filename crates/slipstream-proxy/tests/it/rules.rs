@@ -293,6 +293,7 @@ async fn rfc9111_s4_4_unsafe_methods_invalidate_location_and_content_location_of
     );
     let p = proxy(Config {
         name: "fwd".into(),
+        allow_destinations: vec!["127.0.0.0/8".into()],
         ..Config::default()
     })
     .await;

@@ -239,7 +239,9 @@ class Lab:
         front = self.proxy(name, p2p_port, latency_ms)
         data = os.path.join(self.work, self.uniq(name))
         os.makedirs(data)
+        # The origin is on loopback, which a browser (forward) proxy reaches only when told to.
         args = [self.args.bin, "node", "--listen", "127.0.0.1:0",
+                "--set", 'proxy.allow_destinations=["127.0.0.0/8"]',
                 "--p2p-listen", f"/ip4/127.0.0.1/tcp/{p2p_port}",
                 "--external", f"/ip4/127.0.0.1/tcp/{front}",
                 "--data-dir", data]

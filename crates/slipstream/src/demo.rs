@@ -77,6 +77,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // until the demo ends: dropping them would stop them.
         let mut replicas = Vec::new();
         let mut seed = None;
+        // The demo's own cluster secret: nothing else on this machine can join its gossip.
+        let secret = format!("{:032x}", rand::random::<u128>());
         for name in ["origin", "replica-b", "replica-c"] {
             let gossip = free_udp_port()?;
             let table = slipstream_replica::config::Config {
@@ -89,6 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 data_dir: data_dir.join(name),
                 gossip_interval_ms: 200,
                 publish: vec!["/*".into()],
+                secret: Some(secret.clone()),
                 agent: toml::toml! { probe_interval_ms = 5000 },
                 ..Default::default()
             };
@@ -117,9 +120,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let origin = replicas[0].1.bound;
         let mut parents = Vec::new();
         for name in ["parent-a", "parent-b"] {
+            // Forward proxies whose origin is on loopback, which they reach only when told to.
             let config = slipstream_proxy::Config {
                 listen: loopback,
                 name: name.into(),
+                allow_destinations: vec![loopback.ip().to_string()],
                 ..Default::default()
             };
             parents.push(crate::proxy_cmd::spawn(config.validate()?).await?);

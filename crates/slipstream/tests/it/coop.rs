@@ -87,7 +87,14 @@ pub(crate) struct CoopNode {
 }
 
 pub(crate) fn node(args: &[&str]) -> CoopNode {
-    let mut all = vec!["node", "--listen", "127.0.0.1:0"];
+    // The origins are on loopback, which a browser (forward) proxy reaches only when told to.
+    let mut all = vec![
+        "node",
+        "--listen",
+        "127.0.0.1:0",
+        "--set",
+        "proxy.allow_destinations=[\"127.0.0.0/8\"]",
+    ];
     all.extend_from_slice(args);
     let node = start(&all, "browser proxy on");
     let p2p = node

@@ -3,6 +3,9 @@
 
 use crate::support::{get, site, start};
 
+/// Parents are forward proxies, which reach an origin on loopback only when told to.
+const LOOPBACK_ORIGINS: &str = "proxy.allow_destinations=[\"127.0.0.0/8\"]";
+
 fn cache_status(r: &crate::support::Reply) -> String {
     r.header("cache-status").unwrap_or("").to_owned()
 }
@@ -22,11 +25,27 @@ fn child_fails_over_to_the_second_parent_when_the_first_stops() {
         "slipstream serve:",
     );
     let mut parent_a = start(
-        &["proxy", "--listen", "127.0.0.1:0", "--name", "parent-a"],
+        &[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--name",
+            "parent-a",
+            "--set",
+            LOOPBACK_ORIGINS,
+        ],
         "slipstream proxy parent-a",
     );
     let parent_b = start(
-        &["proxy", "--listen", "127.0.0.1:0", "--name", "parent-b"],
+        &[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--name",
+            "parent-b",
+            "--set",
+            LOOPBACK_ORIGINS,
+        ],
         "slipstream proxy parent-b",
     );
     let (a, b) = (

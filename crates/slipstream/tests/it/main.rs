@@ -9,6 +9,7 @@ mod hierarchy;
 mod node;
 mod phases;
 mod prefetch;
+mod proxy_guard;
 mod serve;
 mod status_page;
 mod support;

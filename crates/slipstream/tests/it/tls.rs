@@ -188,6 +188,8 @@ fn an_https_parent_carries_a_childs_misses() {
             "127.0.0.1:0",
             "--name",
             "tls-parent",
+            "--set",
+            "proxy.allow_destinations=[\"127.0.0.0/8\"]",
             "--tls-cert",
             cert_path.to_str().expect("utf-8"),
             "--tls-key",

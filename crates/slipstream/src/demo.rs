@@ -305,10 +305,14 @@ async fn coop_ring(data: &Path) -> anyhow::Result<Ring> {
         let coop = table.validate()?;
         let name = slipstream_node::config::parse_override(&format!("proxy.name=coop-{i}"))
             .map_err(anyhow::Error::msg)?;
+        // A browser (forward) proxy reaches the demo's loopback origin only when told to.
+        let origin =
+            slipstream_node::config::parse_override("proxy.allow_destinations=[\"127.0.0.1\"]")
+                .map_err(anyhow::Error::msg)?;
         let http = crate::node_cmd::http_settings(
             &slipstream_node::config::ConfigFile::default(),
             &coop,
-            &[name],
+            &[name, origin],
         )?;
         let (running, node) = crate::node_cmd::spawn(coop, http).await?;
         if first {

@@ -6,6 +6,17 @@ unique-paths PORT COUNT PATH_BYTES [PREFIX]  GETs of unique made-up paths on one
 silent PORT COUNT PROBE_FROM                 opens COUNT connections from 127.0.0.1 that send
                                              nothing, then times one GET from PROBE_FROM; prints
                                              the probe's status and milliseconds as JSON.
+ssrf PROXY_PORT TARGET_PORT                  asks the forward proxy for the loopback service on
+                                             TARGET_PORT and for its own control endpoints, in
+                                             every spelling, by GET and CONNECT; prints each
+                                             answer's status as JSON (all should be 403).
+session-origin PORT                          serves, until killed, the page of the session its
+                                             Cookie names for any path, as text/html with a
+                                             Last-Modified and no Cache-Control.
+deception PROXY_PORT                         a victim with a session cookie asks for
+                                             /account.php/x.css, then a client without one
+                                             asks for the same; prints whether it got the
+                                             victim's page as JSON.
 """
 import http.client
 import json
@@ -71,11 +82,82 @@ def silent(port, count, probe_from):
                       "probe_status": status, "probe_ms": round(ms, 2)}))
 
 
+def status_of(port, raw):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(raw)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    return data.split(b" ", 2)[1].decode() if data.startswith(b"HTTP/") else "none", data
+
+
+def ssrf(proxy_port, target_port):
+    # Loopback only: every spelling names this machine, and the proxy must refuse them all
+    # before connecting.
+    hosts = ["127.0.0.1", "localhost", "2130706433", "0x7f.1", "127.1", "0.0.0.0", "[::1]",
+             "[::ffff:127.0.0.1]"]
+    answers = {}
+    for h in hosts:
+        url = f"http://{h}:{target_port}/"
+        answers["GET " + url], _ = status_of(
+            proxy_port, f"GET {url} HTTP/1.1\r\nHost: {h}:{target_port}\r\nConnection: close\r\n\r\n".encode())
+    for path in ["/_slipstream/metrics", "/_slipstream/status"]:
+        url = f"http://127.0.0.1:{proxy_port}{path}"
+        answers["GET " + url], _ = status_of(
+            proxy_port, f"GET {url} HTTP/1.1\r\nHost: 127.0.0.1:{proxy_port}\r\nConnection: close\r\n\r\n".encode())
+    for h in ["127.0.0.1", "localhost", "[::ffff:127.0.0.1]"]:
+        target = f"{h}:{target_port}"
+        answers["CONNECT " + target], _ = status_of(
+            proxy_port, f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n".encode())
+    print(json.dumps({"answers": answers, "all_refused": all(v == "403" for v in answers.values())}))
+
+
+def session_origin(port):
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            cookie = self.headers.get("Cookie", "")
+            who = cookie.split("session=", 1)[1] if "session=" in cookie else "nobody"
+            body = f"account of {who}".encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+def deception(proxy_port):
+    path = "/account.php/x.css"
+    victim_status, victim = status_of(
+        proxy_port, f"GET {path} HTTP/1.1\r\nHost: a\r\nCookie: session=victim\r\nConnection: close\r\n\r\n".encode())
+    status, data = status_of(
+        proxy_port, f"GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".encode())
+    print(json.dumps({"victim_status": victim_status, "attacker_status": status,
+                      "victim_page_served_to_attacker": b"account of victim" in data}))
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "unique-paths":
         unique_paths(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), *(sys.argv[5:6]))
     elif cmd == "silent":
         silent(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    elif cmd == "ssrf":
+        ssrf(int(sys.argv[2]), int(sys.argv[3]))
+    elif cmd == "session-origin":
+        session_origin(int(sys.argv[2]))
+    elif cmd == "deception":
+        deception(int(sys.argv[2]))
     else:
         sys.exit(f"unknown command {cmd}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The attacks of issue 9 against the release binary, with each node's RSS before and after.
+# The attacks of issues 9 and 40 against the release binary, with each node's RSS before and after.
 # Bounded: every attack has a fixed count, every load a fixed duration; loopback only.
 # Writes docs/experiments/robustness/results.md. Needs python3 and curl.
 set -euo pipefail
@@ -99,9 +99,38 @@ row "proxy (16 MiB cache): \`bench\` 32 clients × 30 s over 100,000 cacheable U
     "$((before / 1024)) → $((after / 1024))" "peak $(( $(hwm $P) / 1024 )) MiB, bound $(bound_mib 16) MiB; cache used $(metric 18703 slipstream_cache_used_bytes) bytes"
 
 check_bound $P 16 "origin restarts"
+
+# 6. SSRF: a forward proxy with the default settings asked for the loopback origin and for its
+# own control endpoints, in every spelling, by GET and CONNECT (issue 40).
+failed=()   # attacks that were not refused; the script fails at the end if any
+"$BIN" proxy --listen 127.0.0.1:18704 >/dev/null & pids+=($!); F=$!
+wait_port 18704
+out=$($ATTACK ssrf 18704 18701)
+row "forward proxy (defaults): GET and CONNECT to 127.0.0.1:18701 and its own /_slipstream/ as 127.0.0.1, localhost, 2130706433, 0x7f.1, 127.1, 0.0.0.0, [::1], [::ffff:127.0.0.1]" \
+    "$(echo "$out" | python3 -c 'import json,sys; a=json.load(sys.stdin)["answers"]; print(", ".join(sorted(set(a.values()))))')" \
+    "" "every one 403 before connecting: $(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["all_refused"])')"
+echo "$out" | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["all_refused"] else 1)' || failed+=("ssrf: $out")
+kill $F; wait $F 2>/dev/null || true
+
+# 7. Web cache deception: a victim's session page under /account.php/x.css (text/html,
+# Last-Modified, no Cache-Control), then the same URL without the cookie (issue 40).
+$ATTACK session-origin 18705 & pids+=($!); O=$!
+"$BIN" proxy --listen 127.0.0.1:18706 --origin http://127.0.0.1:18705 >/dev/null & pids+=($!); R=$!
+wait_port 18705; wait_port 18706
+out=$($ATTACK deception 18706)
+row "reverse proxy (defaults): /account.php/x.css with a session cookie, then without" \
+    "$(echo "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["victim_status"], r["attacker_status"])')" \
+    "" "victim's page served to the other client: $(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["victim_page_served_to_attacker"])')"
+echo "$out" | python3 -c 'import json,sys; sys.exit(1 if json.load(sys.stdin)["victim_page_served_to_attacker"] else 0)' || failed+=("deception: $out")
+kill $R $O; wait $R $O 2>/dev/null || true
+
 echo "wrote $OUT/results.md" >&2
 if [ ${#over[@]} -gt 0 ]; then
   printf 'over the documented bound: %s\n' "${over[@]}" >&2
+  exit 1
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+  printf 'not refused: %s\n' "${failed[@]}" >&2
   exit 1
 fi
 cat "$OUT/results.md"

@@ -643,7 +643,10 @@ impl Upstreams {
                     if matches!(hop, Hop::Parent(_)) {
                         self.failures(&name).inc();
                     }
-                    tracing::warn!(upstream = %name, error = %e.chain(), "upstream failed");
+                    // A refusal is the client's doing, logged once where it is answered.
+                    if !matches!(e, UpstreamError::Refused { .. }) {
+                        tracing::warn!(upstream = %name, error = %e.chain(), "upstream failed");
+                    }
                     let go_on = repeatable && e.retry_safe(idempotent);
                     last = Some(e);
                     if !go_on {

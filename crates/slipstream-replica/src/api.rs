@@ -426,6 +426,8 @@ fn store_error(e: &crate::cluster::Error) -> Response<Body> {
         Error::Store(StoreError::Invalid(reason)) => {
             text(StatusCode::BAD_REQUEST, &format!("refused: {reason}"))
         }
+        Error::Physical(e) => text(StatusCode::BAD_REQUEST, &format!("refused: {e}")),
+        Error::Full { .. } => text(StatusCode::INSUFFICIENT_STORAGE, &format!("refused: {e}")),
         _ => internal(e),
     }
 }
@@ -590,6 +592,9 @@ impl Endpoint for DirectoryView {
             "node": self.0.cluster.settings().name,
             "version": view.version,
             "rejected": view.rejected,
+            "impostors": view.impostors,
+            "key": self.0.cluster.public_key(),
+            "gossip": self.0.cluster.gossip_stats().to_json(),
             "nodes": view.nodes,
             "entries": entries,
         });

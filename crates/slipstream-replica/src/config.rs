@@ -8,6 +8,7 @@
 //! advertise = "https://eu-1.example.org" # how browsers and peers reach this node
 //! data_dir = "/var/lib/slipstream"      # replica.redb
 //! token_file = "/etc/slipstream/token"  # bearer token of the replica API
+//! secret_file = "/etc/slipstream/gossip.key" # seals gossip (default: derived from the token)
 //! publish = ["/*"]                      # patterns served from the document root
 //! [cluster.agent]                       # the client agent's Refresh settings
 //! probe_interval_ms = 60000
@@ -56,6 +57,21 @@ pub struct Config {
     pub token: Option<String>,
     /// A file holding the bearer token.
     pub token_file: Option<PathBuf>,
+    /// The secret every member shares, which seals gossip (prefer `secret_file`). Without one
+    /// the token is used; a node with neither cannot join.
+    pub secret: Option<String>,
+    /// A file holding the gossip secret.
+    pub secret_file: Option<PathBuf>,
+    /// Hosts (`host`, or `host:port`) that nodes' entries may point at besides each node's
+    /// own origin (a CDN, a storage bucket).
+    pub replica_hosts: Vec<String>,
+    /// The most directory entries taken from one node (and written on this one).
+    pub max_node_entries: usize,
+    /// The most bytes of directory keys and values taken from one node.
+    #[serde(deserialize_with = "slipstream_units::de::bytes_usize")]
+    pub max_node_bytes: usize,
+    /// The most nodes a gossip digest may list; a larger one is dropped.
+    pub max_digest_nodes: u16,
     /// The largest replica content the API accepts.
     #[serde(deserialize_with = "slipstream_units::de::bytes_usize")]
     pub max_replica_bytes: usize,
@@ -120,6 +136,12 @@ impl Default for Config {
             dead_node_grace_ms: 24 * 3600 * 1000,
             token: None,
             token_file: None,
+            secret: None,
+            secret_file: None,
+            replica_hosts: Vec::new(),
+            max_node_entries: 10_000,
+            max_node_bytes: 4 << 20,
+            max_digest_nodes: crate::seal::DEFAULT_MAX_DIGEST_NODES,
             max_replica_bytes: 64 << 20,
             publish: Vec::new(),
             pre_process: true,
@@ -238,6 +260,58 @@ impl Config {
                 ));
             }
         }
+        let secret = match (&self.secret, &self.secret_file) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "secret_file",
+                    "give `secret` or `secret_file`, not both",
+                ))
+            }
+            (Some(s), None) => Some(s.clone()),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| invalid("secret_file", format!("{}: {e}", path.display())))?
+                    .trim()
+                    .to_owned(),
+            ),
+            (None, None) => None,
+        };
+        if let Some(s) = &secret {
+            if s.len() < 16 || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(invalid(
+                    "secret",
+                    "a gossip secret is at least 16 characters, without spaces \
+                     (e.g. `openssl rand -hex 32`)",
+                ));
+            }
+        }
+        let Some(secret) = secret.or_else(|| token.clone()) else {
+            return Err(invalid(
+                "secret_file",
+                "gossip is sealed with a secret every member shares: set `secret_file` (or \
+                 `secret`, or the replica API's `token`, from which it is then derived), the \
+                 same on every node; make one with `openssl rand -hex 32`",
+            ));
+        };
+        for host in &self.replica_hosts {
+            let ok = !host.is_empty()
+                && host
+                    .parse::<http::uri::Authority>()
+                    .is_ok_and(|a| a.as_str() == host)
+                && !host.contains('@');
+            if !ok {
+                return Err(invalid(
+                    "replica_hosts",
+                    format!("`{host}` is not a host or host:port"),
+                ));
+            }
+        }
+        if self.max_node_entries == 0 || self.max_node_bytes == 0 || self.max_digest_nodes < 2 {
+            return Err(invalid(
+                "max_node_entries",
+                "max_node_entries and max_node_bytes are positive, max_digest_nodes at least 2",
+            ));
+        }
         let publish = self
             .publish
             .iter()
@@ -315,6 +389,11 @@ impl Config {
                 data_dir: self.data_dir.clone(),
                 gossip_interval: Duration::from_millis(self.gossip_interval_ms),
                 dead_node_grace: Duration::from_millis(self.dead_node_grace_ms),
+                secret: secret.into_bytes(),
+                replica_hosts: self.replica_hosts.clone(),
+                max_node_entries: self.max_node_entries,
+                max_node_bytes: self.max_node_bytes,
+                max_digest_nodes: self.max_digest_nodes,
             },
             token,
             max_replica_bytes: self.max_replica_bytes,
@@ -330,13 +409,40 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// The defaults with the one field they lack: the gossip secret.
+    fn base() -> Config {
+        Config {
+            secret: Some("0123456789abcdef-test".into()),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn the_secret_comes_from_the_token_when_not_given() {
+        let token = "a-token-of-the-replica-api";
+        let c = Config {
+            token: Some(token.into()),
+            ..Config::default()
+        }
+        .validate(listen(), "n")
+        .unwrap();
+        assert_eq!(c.settings.secret, token.as_bytes());
+        let c = Config {
+            token: Some(token.into()),
+            ..base()
+        }
+        .validate(listen(), "n")
+        .unwrap();
+        assert_eq!(c.settings.secret, b"0123456789abcdef-test");
+    }
+
     fn listen() -> SocketAddr {
         "127.0.0.1:8080".parse().unwrap()
     }
 
     #[test]
     fn defaults_advertise_the_listen_address() {
-        let c = Config::default().validate(listen(), "n1").unwrap();
+        let c = base().validate(listen(), "n1").unwrap();
         // The server's bound address, set once it listens.
         assert_eq!(c.settings.advertise, None);
         assert_eq!(c.settings.name, "n1");
@@ -347,62 +453,84 @@ mod tests {
     fn bad_tables_are_refused_with_the_field() {
         let cases: Vec<(Config, &str)> = vec![
             (
-                Config::default(),
+                base(),
                 "advertise", // with a wildcard listen address, below
+            ),
+            (Config::default(), "secret_file"),
+            (
+                Config {
+                    secret: Some("short".into()),
+                    ..base()
+                },
+                "secret",
+            ),
+            (
+                Config {
+                    secret_file: Some("/nonexistent/gossip.key".into()),
+                    ..base()
+                },
+                "secret_file",
+            ),
+            (
+                Config {
+                    replica_hosts: vec!["http://cdn.example".into()],
+                    ..base()
+                },
+                "replica_hosts",
             ),
             (
                 Config {
                     advertise: Some("ftp://x".into()),
-                    ..Config::default()
+                    ..base()
                 },
                 "advertise",
             ),
             (
                 Config {
                     token: Some("short".into()),
-                    ..Config::default()
+                    ..base()
                 },
                 "token",
             ),
             (
                 Config {
                     publish: vec!["img/*".into()],
-                    ..Config::default()
+                    ..base()
                 },
                 "publish",
             ),
             (
                 Config {
                     publish: vec!["/a*b".into()],
-                    ..Config::default()
+                    ..base()
                 },
                 "publish",
             ),
             (
                 Config {
                     agent: toml::toml! { probe_ms = 5 },
-                    ..Config::default()
+                    ..base()
                 },
                 "agent",
             ),
             (
                 Config {
                     agent: toml::toml! { probe_interval_ms = "soon" },
-                    ..Config::default()
+                    ..base()
                 },
                 "agent",
             ),
             (
                 Config {
                     agent: toml::toml! { r = 2.0 },
-                    ..Config::default()
+                    ..base()
                 },
                 "agent",
             ),
             (
                 Config {
                     name: Some("a b".into()),
-                    ..Config::default()
+                    ..base()
                 },
                 "name",
             ),
@@ -423,7 +551,7 @@ mod tests {
         let c = Config {
             agent: toml::toml! { probe_interval_ms = 500
             r = 0.9 },
-            ..Config::default()
+            ..base()
         }
         .validate(listen(), "n")
         .unwrap();

@@ -11,7 +11,12 @@
 //!   transaction, so a restart loses nothing acknowledged.
 //! - `cluster`: the node's membership: chitchat carries every node's entries, each node merges
 //!   what it hears into its `View` (directory + live nodes); writes go to the store, then to
-//!   gossip.
+//!   gossip. Only signed values from a node whose name is bound to its key are taken, within a
+//!   per-node cap, and entries point only at the node's own origin or an allowed host.
+//! - `seal`: the gossip transport: each chitchat datagram sealed (ChaCha20-Poly1305, keyed
+//!   from the cluster secret), checked for age, replay and size before chitchat parses it.
+//! - `identity`: the node's Ed25519 key (`node.key` in its data directory), which signs
+//!   every value it gossips.
 //! - `api`: the control endpoints — the replica API (`/_slipstream/replicas/`, bearer token,
 //!   placement hooks, per-resource counters), `resolve` and `directory`.
 //! - `placement`: the built-in placement policy (hot resources copied to the least-loaded
@@ -26,8 +31,10 @@ pub mod block;
 pub mod cluster;
 pub mod config;
 pub mod directory;
+pub mod identity;
 pub mod page;
 pub mod placement;
+pub mod seal;
 pub mod store;
 
 pub use cluster::{Cluster, Settings, View};

@@ -11,19 +11,19 @@ use serde_json::Value;
 
 use crate::support::{self, get, send, Node};
 
-const TOKEN: &str = "test-token-0123456789";
+pub(crate) const TOKEN: &str = "test-token-0123456789";
 
 /// How often test nodes gossip.
-const GOSSIP_MS: u64 = 100;
+pub(crate) const GOSSIP_MS: u64 = 100;
 
 /// The convergence bound these tests hold a cluster of five to: with one gossip round every
 /// 100 ms, scuttlebutt needs a few rounds (log2 5 < 3) for a write to reach every node; 10 s
 /// is that with a wide margin for a loaded two-core CI machine. The measured times are
 /// printed.
-const CONVERGENCE_BOUND: Duration = Duration::from_secs(10);
+pub(crate) const CONVERGENCE_BOUND: Duration = Duration::from_secs(10);
 
 /// A directory entry as a comparable tuple: (node, pattern, version, deleted, physical).
-type Row = (String, String, u64, bool, String);
+pub(crate) type Row = (String, String, u64, bool, String);
 
 /// An API case: method, path, headers, body, expected status, words the answer must contain.
 type Case<'a> = (
@@ -35,7 +35,7 @@ type Case<'a> = (
     &'a str,
 );
 
-fn free_udp_port() -> u16 {
+pub(crate) fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
         .expect("a free UDP port")
@@ -43,16 +43,16 @@ fn free_udp_port() -> u16 {
 }
 
 /// One cluster member: a `slipstream serve` process and what it takes to restart it.
-struct Member {
-    name: String,
-    gossip: u16,
+pub(crate) struct Member {
+    pub(crate) name: String,
+    pub(crate) gossip: u16,
     data: PathBuf,
-    node: Option<Node>,
-    addr: SocketAddr,
+    pub(crate) node: Option<Node>,
+    pub(crate) addr: SocketAddr,
 }
 
 impl Member {
-    fn start(
+    pub(crate) fn start(
         site: &Path,
         data_root: &Path,
         name: &str,
@@ -97,21 +97,21 @@ impl Member {
     }
 
     /// Kills the process (SIGKILL: no drain, no goodbye) and waits for it.
-    fn crash(&mut self) {
+    pub(crate) fn crash(&mut self) {
         if let Some(mut node) = self.node.take() {
             node.child.kill().expect("kill");
             node.child.wait().expect("wait");
         }
     }
 
-    fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         Client {
             name: self.name.clone(),
             addr: self.addr,
         }
     }
 
-    fn put(&self, url: &str, body: &[u8]) -> support::Reply {
+    pub(crate) fn put(&self, url: &str, body: &[u8]) -> support::Reply {
         self.client().put(url, body)
     }
 
@@ -119,14 +119,14 @@ impl Member {
         self.client().delete(url)
     }
 
-    fn directory(&self) -> Value {
+    pub(crate) fn directory(&self) -> Value {
         self.client().directory()
     }
 }
 
 /// Speaks to a member's HTTP API (from any thread).
 #[derive(Clone)]
-struct Client {
+pub(crate) struct Client {
     name: String,
     addr: SocketAddr,
 }
@@ -163,7 +163,7 @@ impl Client {
 }
 
 /// A directory's entries as comparable tuples: (node, pattern, version, deleted, physical).
-fn entries(directory: &Value) -> BTreeSet<Row> {
+pub(crate) fn entries(directory: &Value) -> BTreeSet<Row> {
     directory["entries"]
         .as_array()
         .expect("entries")
@@ -182,7 +182,7 @@ fn entries(directory: &Value) -> BTreeSet<Row> {
 
 /// Waits until every running member's directory has the same entries, which include
 /// `expected`; returns the entries and how long it took. Fails past `CONVERGENCE_BOUND`.
-fn converge(members: &[Member], expected: &BTreeSet<Row>) -> (BTreeSet<Row>, Duration) {
+pub(crate) fn converge(members: &[Member], expected: &BTreeSet<Row>) -> (BTreeSet<Row>, Duration) {
     let start = Instant::now();
     loop {
         let views: Vec<_> = members
@@ -203,7 +203,7 @@ fn converge(members: &[Member], expected: &BTreeSet<Row>) -> (BTreeSet<Row>, Dur
 }
 
 /// What an acknowledged write leaves in the directory.
-fn acked(member: &Client, pattern: &str, reply: &support::Reply) -> Row {
+pub(crate) fn acked(member: &Client, pattern: &str, reply: &support::Reply) -> Row {
     assert!(
         matches!(reply.status, 200 | 201),
         "{} {pattern}: {} {}",
@@ -449,6 +449,30 @@ fn hostile_gossip_and_api_bodies_change_nothing() {
         ),
         (
             "PUT",
+            "/_slipstream/replicas/img/*",
+            vec![("Authorization", &auth)],
+            Some(b"{\"physical\": \"javascript:alert(1)//*\"}"),
+            400,
+            "http:// or https://",
+        ),
+        (
+            "PUT",
+            "/_slipstream/replicas/img/*",
+            vec![("Authorization", &auth)],
+            Some(b"{\"physical\": \"data:text/html,x/*\"}"),
+            400,
+            "http:// or https://",
+        ),
+        (
+            "PUT",
+            "/_slipstream/replicas/img/*",
+            vec![("Authorization", &auth)],
+            Some(b"{\"physical\": \"http://evil.example/img/*\"}"),
+            400,
+            "replica_hosts",
+        ),
+        (
+            "PUT",
             "/_slipstream/replicas/big.bin",
             vec![("Authorization", &auth)],
             Some(&[0u8; 2048]),
@@ -509,48 +533,21 @@ fn hostile_gossip_and_api_bodies_change_nothing() {
     ] {
         udp.send_to(junk, &target).expect("send");
     }
-    let evil_port = free_udp_port();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let _evil = rt.block_on(async {
-        let config = chitchat::ChitchatConfig {
-            chitchat_id: chitchat::ChitchatId::new(
-                "evil",
-                1,
-                format!("127.0.0.1:{evil_port}").parse().expect("addr"),
-            ),
-            cluster_id: "slipstream".to_owned(),
-            gossip_interval: Duration::from_millis(GOSSIP_MS),
-            listen_addr: format!("127.0.0.1:{evil_port}").parse().expect("addr"),
-            seed_nodes: vec![target.clone()],
-            failure_detector_config: chitchat::FailureDetectorConfig::default(),
-            marked_for_deletion_grace_period: Duration::from_secs(3600),
-            catchup_callback: None,
-            extra_liveness_predicate: None,
-            protocol_version: chitchat::ProtocolVersion::V0,
-        };
-        let bad = vec![
-            ("replica:/a.txt".to_owned(), "99+".to_owned()),
-            ("replica:/a*b".to_owned(), "1-".to_owned()),
-            (
-                "replica:/img/*".to_owned(),
-                "3+http://evil/no-star".to_owned(),
-            ),
-            ("replica:/b.txt".to_owned(), "007+http://evil/b".to_owned()),
-        ];
-        chitchat::spawn_chitchat(config, bad, &chitchat::transport::UdpTransport)
-            .await
-            .expect("the hostile peer starts")
-    });
-    // Keep the peer gossiping on a thread while the node is watched from this one.
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let peer = std::thread::spawn(move || {
-        rt.block_on(async {
-            let _ = stop_rx.await;
-        });
-    });
+    // A member of the cluster (it has the secret and signs with its own key) whose replica
+    // values are malformed.
+    let bad = [
+        ("replica:/a.txt", "99+"),
+        ("replica:/a*b", "1-"),
+        ("replica:/img/*", "3+http://evil/no-star"),
+        ("replica:/b.txt", "007+http://evil/b"),
+    ];
+    let evil = crate::cluster_auth::Peer::start(
+        "evil",
+        gossip,
+        Some(TOKEN.as_bytes()),
+        &slipstream_replica::identity::Identity::ephemeral(),
+        &bad,
+    );
     let deadline = Instant::now() + CONVERGENCE_BOUND;
     let v = loop {
         let v = m.directory();
@@ -575,8 +572,7 @@ fn hostile_gossip_and_api_bodies_change_nothing() {
         v["replicas"],
         serde_json::json!([format!("http://{}/_slipstream/replicas/a.txt", m.addr)])
     );
-    let _ = stop_tx.send(());
-    peer.join().expect("peer thread");
+    drop(evil);
 }
 
 #[test]
@@ -591,9 +587,23 @@ fn get_binds_to_a_live_replica_and_fails_over_past_a_dead_one() {
         None,
         None,
         g0,
-        &["--set", "cluster.publish=[\"/*\"]"],
+        &[
+            "--set",
+            "cluster.publish=[\"/*\"]",
+            "--set",
+            "cluster.replica_hosts=[\"127.0.0.1\"]",
+        ],
     );
-    let n1 = Member::start(site.path(), data.path(), "n1", Some(g0), None, g1, &[]);
+    // n1 may point at other servers of this machine (the cluster's `replica_hosts`).
+    let n1 = Member::start(
+        site.path(),
+        data.path(),
+        "n1",
+        Some(g0),
+        None,
+        g1,
+        &["--set", "cluster.replica_hosts=[\"127.0.0.1\"]"],
+    );
     // n1 claims a replica of everything at an address where nothing listens: a server that
     // died without its entry being retired.
     let dead = std::net::TcpListener::bind("127.0.0.1:0")

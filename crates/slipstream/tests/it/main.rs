@@ -3,6 +3,7 @@
 
 mod cli;
 mod cluster;
+mod cluster_auth;
 mod coop;
 mod coop_adversary;
 mod hierarchy;

@@ -142,6 +142,8 @@ fn a_cluster_members_status_page_shows_its_view_of_the_directory() {
             &format!("cluster.data_dir={}", data.path().display()),
             "--set",
             "cluster.publish=[\"/docs/*\"]",
+            "--set",
+            "cluster.secret=status-page-test-secret",
         ],
     );
     for _ in 0..5 {

@@ -20,6 +20,7 @@ suites=(
   "slipstream-workload|--test fuzz|"
   "slipstream-sim|--test fuzz|"
   "slipstream-node|--test fuzz|"
+  "slipstream-replica|--test fuzz|"
 )
 
 rows=()

@@ -138,6 +138,11 @@ pub struct Config {
     pub window: usize,
     /// Distinct URLs the model learns at most.
     pub max_urls: usize,
+    /// URLs (path and query) longer than this are not learnt (a query string of kilobytes).
+    pub max_url_len: usize,
+    /// Bytes of URL text the model holds at most.
+    #[serde(deserialize_with = "slipstream_units::de::bytes_usize")]
+    pub max_url_bytes: usize,
     /// Clients whose recent pages the model keeps at most (oldest forgotten first).
     pub max_clients: usize,
     /// Fill hint lists with the most popular URLs when the predictor knows too little.
@@ -252,6 +257,8 @@ impl Default for Config {
             order: h.order,
             window: h.window,
             max_urls: h.max_urls,
+            max_url_len: h.max_url_len,
+            max_url_bytes: h.max_url_bytes,
             max_clients: h.max_clients,
             fill_popular: h.fill_popular,
             max_turns: 10,
@@ -488,10 +495,14 @@ impl Config {
         if self.window == 0 {
             return Err(refuse("window", "must be at least 1"));
         }
-        if self.max_urls == 0 || self.max_clients == 0 {
+        if self.max_urls == 0
+            || self.max_clients == 0
+            || self.max_url_len == 0
+            || self.max_url_bytes == 0
+        {
             return Err(refuse(
                 "max_urls",
-                "max_urls and max_clients must be positive",
+                "max_urls, max_url_len, max_url_bytes and max_clients must be positive",
             ));
         }
         if let Some(u) = &self.public_url {
@@ -541,6 +552,8 @@ impl Config {
                 order: self.order,
                 window: self.window,
                 max_urls: self.max_urls,
+                max_url_len: self.max_url_len,
+                max_url_bytes: self.max_url_bytes,
                 max_clients: self.max_clients,
                 fill_popular: self.fill_popular,
                 ..defaults

@@ -25,6 +25,9 @@ use crate::{Nps, PROBE_HEADER};
 /// Requests queued for training at most.
 pub const QUEUE: usize = 4096;
 
+/// Bytes of a user agent that tell clients apart in the model's key.
+const MAX_UA_IN_KEY: usize = 256;
+
 /// A request extension set by a listener that serves prefetches only.
 #[derive(Debug, Clone, Copy)]
 pub struct ViaPrefetchListener;
@@ -227,12 +230,13 @@ impl Phase for Demand {
                 .get(http::header::USER_AGENT)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
-            let url = req
-                .uri
-                .path_and_query()
-                .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
-            (format!("{} {ua}", ctx.peer.ip()), url)
-        });
+            let url = req.uri.path_and_query().map_or("/", |p| p.as_str());
+            // The model would not learn a longer URL: it is not queued either. The client key
+            // is hashed by the model; its user agent is cut so the queue stays small.
+            let ua = &ua[..ua.floor_char_boundary(MAX_UA_IN_KEY)];
+            (url.len() <= self.nps.settings().model.max_url_len)
+                .then(|| (format!("{} {ua}", ctx.peer.ip()), url.to_owned()))
+        }).flatten();
         ctx.extensions.insert(Seen {
             learn,
             prefetch,

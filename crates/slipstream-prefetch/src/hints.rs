@@ -6,13 +6,17 @@
 //! turn `t` gets the `t`-th slice of one document's worth). The client is therefore predicted
 //! from what it says, not from state the server keeps per client, and needs no cookie at all.
 //! Training keeps a bounded history per client (a key the caller derives from the demand
-//! request, such as address and user agent), oldest client forgotten first.
+//! request, such as address and user agent, kept as a 64-bit hash), oldest client forgotten
+//! first. What the model holds is bounded in bytes as well as counts: a URL longer than
+//! `max_url_len` (a query string of kilobytes) is not learnt, nor one past `max_url_bytes` of
+//! URL text.
 //!
 //! PPM-n/w ranks first; the popularity baseline fills the list when the contexts know too
 //! little (a new site, a page never seen twice), so a budget is never left unspent for want
 //! of a guess.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
 
 use crate::predict::{History, Item, Popularity, Ppm, Predictor};
 use crate::sessions::Symbols;
@@ -26,6 +30,10 @@ pub struct HintsConfig {
     pub window: usize,
     /// At most this many distinct URLs learnt; requests for others are not learnt.
     pub max_urls: usize,
+    /// URLs (path and query) longer than this are not learnt.
+    pub max_url_len: usize,
+    /// At most this many bytes of URL text held (each URL is held twice: by name and by id).
+    pub max_url_bytes: usize,
     /// At most this many PPM contexts.
     pub max_contexts: usize,
     /// At most this many followers per context.
@@ -42,6 +50,8 @@ impl Default for HintsConfig {
             order: 2,
             window: 10,
             max_urls: 100_000,
+            max_url_len: 512,
+            max_url_bytes: 16 << 20,
             max_contexts: 200_000,
             max_follow: 256,
             max_clients: 50_000,
@@ -67,8 +77,13 @@ pub struct Hints {
     /// The most popular URLs, best first, as of the last recomputation.
     top: Vec<u32>,
     learnt: u64,
-    clients: HashMap<String, History>,
-    arrival: VecDeque<String>,
+    /// Each client's history, by the hash of its key.
+    clients: HashMap<u64, History>,
+    arrival: VecDeque<u64>,
+    /// Hashes client keys (keyed at random, so that keys cannot be chosen to collide).
+    hasher: std::collections::hash_map::RandomState,
+    /// Bytes of URL text held.
+    url_bytes: usize,
     /// Each page's embedded objects: those its clients requested after it and before their
     /// next page. A client asking for hints has just loaded them, so they are never hinted.
     embeds: HashMap<u32, Vec<u32>>,
@@ -105,6 +120,8 @@ impl Hints {
             learnt: 0,
             clients: HashMap::new(),
             arrival: VecDeque::new(),
+            hasher: std::collections::hash_map::RandomState::new(),
+            url_bytes: 0,
             embeds: HashMap::new(),
             unlearnt: 0,
         }
@@ -131,27 +148,34 @@ impl Hints {
     pub fn learn(&mut self, client: &str, url: &str, page: bool) {
         let sym = match self.symbols.find(url) {
             Some(s) => s,
-            None if self.symbols.len() < self.config.max_urls => self.symbols.intern(url),
+            None if self.symbols.len() < self.config.max_urls
+                && url.len() <= self.config.max_url_len
+                && self.url_bytes + 2 * url.len() <= self.config.max_url_bytes =>
+            {
+                self.url_bytes += 2 * url.len();
+                self.symbols.intern(url)
+            }
             None => {
                 self.unlearnt += 1;
                 return;
             }
         };
+        let client = self.hasher.hash_one(client);
         let item = if page {
             Item::page(sym)
         } else {
             Item::embedded(sym)
         };
-        if !self.clients.contains_key(client) {
+        if !self.clients.contains_key(&client) {
             if self.clients.len() >= self.config.max_clients.max(1) {
                 if let Some(old) = self.arrival.pop_front() {
                     self.clients.remove(&old);
                 }
             }
-            self.clients.insert(client.to_owned(), History::new());
-            self.arrival.push_back(client.to_owned());
+            self.clients.insert(client, History::new());
+            self.arrival.push_back(client);
         }
-        let history = self.clients.get_mut(client).expect("inserted above");
+        let history = self.clients.get_mut(&client).expect("inserted above");
         if !page {
             if let Some(&parent) = history.context(1).first() {
                 // Pages are symbols too, so at most `max_urls` entries.
@@ -317,5 +341,26 @@ mod tests {
         assert_eq!(s.clients, 3);
         assert_eq!(s.refused, 100);
         assert_eq!(s.learnt, 100);
+    }
+
+    #[test]
+    fn long_urls_and_url_bytes_are_bounded() {
+        let mut h = Hints::new(HintsConfig {
+            max_url_len: 64,
+            max_url_bytes: 1000,
+            ..HintsConfig::default()
+        });
+        let long = format!("/index.html?q={}", "x".repeat(14_000));
+        for i in 0..1000 {
+            h.learn(&format!("10.0.0.1 agent-{i}-{}", "u".repeat(1000)), &long, true);
+        }
+        assert_eq!(h.stats().urls, 0);
+        assert_eq!(h.stats().clients, 0);
+        for i in 0..1000 {
+            h.learn("c", &format!("/p?{i:040}"), true);
+        }
+        // Each URL is 43 bytes, held twice: 11 of them fit in 1000 bytes.
+        assert_eq!(h.stats().urls, 11);
+        assert_eq!(h.stats().refused, 1000 + 989);
     }
 }

@@ -12,8 +12,10 @@
 use http::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE};
 use http::HeaderMap;
 
-/// Static file extensions and the media types each may be served as. A type not listed for
-/// its extension, such as `text/html` for `.css`, is what a dynamic page looks like.
+/// Static file extensions and the media types each may be served as (`image/*`: any image, as
+/// an image service may answer `.jpg` with WebP or AVIF by content negotiation, and `.gif`
+/// with a video). A type not listed for its extension, such as `text/html` for `.css`, is what
+/// a dynamic page looks like.
 const TYPES: &[(&str, &[&str])] = &[
     ("css", &["text/css"]),
     (
@@ -29,18 +31,18 @@ const TYPES: &[(&str, &[&str])] = &[
     ("mjs", &["text/javascript", "application/javascript"]),
     ("json", &["application/json"]),
     ("map", &["application/json"]),
-    ("png", &["image/png"]),
-    ("jpg", &["image/jpeg"]),
-    ("jpeg", &["image/jpeg"]),
-    ("gif", &["image/gif"]),
-    ("webp", &["image/webp"]),
-    ("avif", &["image/avif"]),
+    ("png", &["image/*"]),
+    ("jpg", &["image/*"]),
+    ("jpeg", &["image/*"]),
+    ("gif", &["image/*", "video/webm", "video/mp4"]),
+    ("webp", &["image/*"]),
+    ("avif", &["image/*"]),
     ("svg", &["image/svg+xml"]),
     (
         "ico",
         &["image/x-icon", "image/vnd.microsoft.icon", "image/ico"],
     ),
-    ("bmp", &["image/bmp"]),
+    ("bmp", &["image/*"]),
     ("woff", &["font/woff", "application/font-woff"]),
     ("woff2", &["font/woff2"]),
     ("ttf", &["font/ttf", "font/sfnt", "application/x-font-ttf"]),
@@ -62,8 +64,9 @@ const TYPES: &[(&str, &[&str])] = &[
 /// Whether the armor keeps a response to `path` with these headers out of the store: the last
 /// path segment ends in an extension of [`TYPES`] and the Content-Type (without parameters) is
 /// absent or not one the extension stands for. `application/octet-stream` agrees with every
-/// extension, as in Cloudflare's armor: a browser saves such a body rather than showing it,
-/// so it is not the page of a deception. Any other path (no extension, `.php`, `.html`) is
+/// extension, as in Cloudflare's armor (its documentation, "Cache Deception Armor",
+/// Exceptions): a browser saves such a body rather than showing it, so it is not the page of
+/// a deception. Any other path (no extension, `.php`, `.html`) is
 /// not judged.
 pub(crate) fn armor_refuses(path: &str, headers: &HeaderMap) -> bool {
     let Some(expected) = extension(path).and_then(|ext| {
@@ -82,7 +85,12 @@ pub(crate) fn armor_refuses(path: &str, headers: &HeaderMap) -> bool {
         return true;
     };
     let agrees = essence.eq_ignore_ascii_case("application/octet-stream")
-        || expected.iter().any(|t| t.eq_ignore_ascii_case(essence))
+        || expected.iter().any(|t| match t.strip_suffix('*') {
+            Some(prefix) => essence
+                .get(..prefix.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(prefix)),
+            None => t.eq_ignore_ascii_case(essence),
+        })
         || (expected.contains(&"application/json")
             && essence.to_ascii_lowercase().ends_with("+json"));
     !agrees
@@ -154,6 +162,7 @@ mod tests {
             "/account%2Ex.css",
             "/account%2Ecss",
             "/a/b.js",
+            "/account/photo.jpg",
         ] {
             assert!(
                 armor_refuses(path, &typed(Some("text/html; charset=utf-8"))),
@@ -170,6 +179,8 @@ mod tests {
             ("/site.CSS", "Text/CSS; charset=utf-8"),
             ("/app.js", "application/javascript"),
             ("/logo.svg", "image/svg+xml"),
+            ("/photo.jpg", "image/webp"),
+            ("/anim.gif", "video/webm"),
             ("/data.json", "application/problem+json"),
             ("/font.woff2", "application/octet-stream"),
             ("/account.php", "text/html"),

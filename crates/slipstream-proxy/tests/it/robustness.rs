@@ -267,6 +267,25 @@ async fn a_body_under_the_least_rate_is_cut_at_the_end_of_its_window() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn by_default_a_body_dripping_a_byte_a_second_is_cut_after_thirty_seconds() {
+    // Issue 40: an upstream dripping a byte a second was followed for as long as it dripped.
+    // The default least rate (1 KiB/s over 30 s) ends it at the first window.
+    let up = trickling_upstream(
+        b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncontent-length: 1000\r\n\r\n",
+        &[b'x'; 1000],
+        std::time::Duration::from_secs(1),
+    )
+    .await;
+    let p = proxy(reverse("edge", up)).await;
+    let t0 = tokio::time::Instant::now();
+    let received = crate::support::get_fallible(p, "/drip")
+        .await
+        .expect_err("the body is cut");
+    assert!(received <= 31, "received {received}");
+    assert_eq!(t0.elapsed().as_secs(), 30);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_body_still_arriving_after_the_total_deadline_is_cut() {
     let up = trickling_upstream(
         b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncontent-length: 100\r\n\r\n",

@@ -224,19 +224,21 @@ impl Phase for Demand {
             );
             return Some(r);
         }
-        let learn = (req.method == Method::GET && !prefetch && !probe).then(|| {
-            let ua = req
-                .headers
-                .get(http::header::USER_AGENT)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            let url = req.uri.path_and_query().map_or("/", |p| p.as_str());
-            // The model would not learn a longer URL: it is not queued either. The client key
-            // is hashed by the model; its user agent is cut so the queue stays small.
-            let ua = &ua[..ua.floor_char_boundary(MAX_UA_IN_KEY)];
-            (url.len() <= self.nps.settings().model.max_url_len)
-                .then(|| (format!("{} {ua}", ctx.peer.ip()), url.to_owned()))
-        }).flatten();
+        let learn = (req.method == Method::GET && !prefetch && !probe)
+            .then(|| {
+                let ua = req
+                    .headers
+                    .get(http::header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                let url = req.uri.path_and_query().map_or("/", |p| p.as_str());
+                // The model would not learn a longer URL: it is not queued either. The client key
+                // is hashed by the model; its user agent is cut so the queue stays small.
+                let ua = &ua[..ua.floor_char_boundary(MAX_UA_IN_KEY)];
+                (url.len() <= self.nps.settings().model.max_url_len)
+                    .then(|| (format!("{} {ua}", ctx.peer.ip()), url.to_owned()))
+            })
+            .flatten();
         ctx.extensions.insert(Seen {
             learn,
             prefetch,

@@ -352,7 +352,11 @@ mod tests {
         });
         let long = format!("/index.html?q={}", "x".repeat(14_000));
         for i in 0..1000 {
-            h.learn(&format!("10.0.0.1 agent-{i}-{}", "u".repeat(1000)), &long, true);
+            h.learn(
+                &format!("10.0.0.1 agent-{i}-{}", "u".repeat(1000)),
+                &long,
+                true,
+            );
         }
         assert_eq!(h.stats().urls, 0);
         assert_eq!(h.stats().clients, 0);

@@ -155,6 +155,9 @@ pub struct Cache<K, V> {
     accesses_since_flush: u64,
     stats: Stats,
     scratch: Vec<Id>,
+    /// Keys of entries evicted since the last [`Cache::take_evicted`], when the caller asked
+    /// for them with [`Cache::log_evictions`].
+    evicted_log: Option<Vec<K>>,
 }
 
 impl<K, V> Cache<K, V>
@@ -180,6 +183,23 @@ where
             accesses_since_flush: 0,
             stats: Stats::default(),
             scratch: Vec::new(),
+            evicted_log: None,
+        }
+    }
+
+    /// From now on, remembers the key of every entry an insert or an access evicts (moves to
+    /// the free list or drops), until [`Cache::take_evicted`]: the hook for a caller that
+    /// indexes entries elsewhere (the proxy's surrogate keys). The caller drains the log after
+    /// each call, so it holds at most one call's victims.
+    pub fn log_evictions(&mut self) {
+        self.evicted_log.get_or_insert_with(Vec::new);
+    }
+
+    /// Appends the keys evicted since the last call to `out` (nothing unless
+    /// [`Cache::log_evictions`] was called).
+    pub fn take_evicted(&mut self, out: &mut Vec<K>) {
+        if let Some(log) = self.evicted_log.as_mut() {
+            out.append(log);
         }
     }
 
@@ -617,6 +637,9 @@ where
             return;
         };
         if let State::Cached { value, stored } = std::mem::replace(&mut slot.state, State::Absent) {
+            if let Some(log) = self.evicted_log.as_mut() {
+                log.push(slot.key.clone());
+            }
             self.used_bytes -= stored.bytes;
             if keep && self.free_bytes + stored.bytes <= self.free_list_capacity {
                 slot.state = State::Free { value, stored };

@@ -238,13 +238,6 @@ async fn fetch(
     inner.metrics.miss(body.len());
     let mut stored_headers = res_parts.headers.clone();
     headers::strip_hop_by_hop(&mut stored_headers);
-    let surrogate_keys: Vec<String> = res_parts
-        .headers
-        .get_all("surrogate-key")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
-        .collect();
     let stored = Stored {
         status: res_parts.status,
         headers: stored_headers,
@@ -256,7 +249,7 @@ async fn fetch(
     let admitted = inner
         .store
         .as_ref()
-        .is_some_and(|s| s.put(key, stored.clone(), &surrogate_keys));
+        .is_some_and(|s| s.put(key, stored.clone()));
     status.stored = admitted;
     let stored = Arc::new(stored);
     (
@@ -435,7 +428,7 @@ async fn send_conditional(
             vary_key: stored.vary_key.clone(),
         };
         if let Some(store) = &inner.store {
-            store.put(&key, fresh.clone(), &[]);
+            store.put(&key, fresh.clone());
         }
         return Ok(Revalidated::Same(Arc::new(fresh)));
     }
@@ -497,7 +490,7 @@ async fn replace(
     let admitted = inner
         .store
         .as_ref()
-        .is_some_and(|s| s.put(key, fresh.clone(), &[]));
+        .is_some_and(|s| s.put(key, fresh.clone()));
     Ok(served(
         inner,
         &Arc::new(fresh),

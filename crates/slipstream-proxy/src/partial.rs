@@ -76,7 +76,6 @@ pub(crate) fn tee(
                         policy,
                         vary_key,
                     },
-                    &[],
                 );
             }
         }

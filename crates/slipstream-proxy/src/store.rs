@@ -2,7 +2,10 @@
 //!
 //! The primary key is the target URI (RFC 9111 §4: method GET, so HEAD shares it). One key holds
 //! up to [`MAX_VARIANTS`] responses that differ by their Vary-selected request headers (§4.1).
-//! Surrogate keys (the `Surrogate-Key` response field) index keys for purging by tag.
+//! Surrogate keys (the `Surrogate-Key` response field) index keys for purging by tag: only
+//! keys of stored entries (an evicted or invalidated entry leaves the index), at most
+//! [`MAX_SURROGATE_KEYS`] per response from a field of at most [`MAX_SURROGATE_FIELD_BYTES`],
+//! and what the index holds for an entry is charged to that entry.
 //!
 //! Memory: every byte an entry holds is charged to the capacity ([`Stored::size`] counts the
 //! bookkeeping as well as the body), the free list holds at most [`FREE_LIST_SHARE`] of it, and
@@ -24,9 +27,12 @@ use slipstream_http::rfc9111;
 /// Responses kept per URI for different Vary-selected request headers.
 pub const MAX_VARIANTS: usize = 8;
 
-/// Surrogate-key index entries kept at most; beyond, the oldest tags are forgotten (a purge by
-/// those tags then misses, which the purge response reports).
-pub const MAX_SURROGATE_KEYS: usize = 100_000;
+/// Surrogate keys taken from one response at most; further keys are ignored.
+pub const MAX_SURROGATE_KEYS: usize = 64;
+
+/// Longest `Surrogate-Key` field (all its lines together) whose keys are indexed; a longer one
+/// is ignored whole, so that no response can make the index hold more than this of its keys.
+pub const MAX_SURROGATE_FIELD_BYTES: usize = 8 * 1024;
 
 /// Longest URI kept as itself in the engine's index; a longer one is kept as its SHA-256, so an
 /// attacker's 16 KB URLs cost the index no more than short ones.
@@ -178,54 +184,108 @@ pub struct Store {
     surrogates: Mutex<SurrogateIndex>,
 }
 
-/// Surrogate key → engine keys tagged with it, bounded in tags and in (tag, key) pairs.
+/// Surrogate key → engine keys of stored entries tagged with it, and the reverse. An entry's
+/// pairs are charged to it in the cache ([`index_cost`]), and leave with it.
 #[derive(Debug, Default)]
 struct SurrogateIndex {
-    keys: HashMap<String, HashSet<String>>,
-    order: std::collections::VecDeque<String>,
-    pairs: usize,
+    by_tag: HashMap<Box<str>, HashSet<Box<str>>>,
+    by_key: HashMap<Box<str>, Vec<Box<str>>>,
+    /// What [`index_cost`] charged for the keys held now.
+    charged: u64,
 }
 
 impl SurrogateIndex {
-    fn tag(&mut self, tag: &str, key: &str, max_pairs: usize) {
-        if !self.keys.contains_key(tag) {
-            self.order.push_back(tag.to_owned());
+    /// Makes `tags` the tags of `key`, replacing its previous ones.
+    fn set(&mut self, key: &str, tags: Vec<Box<str>>) {
+        self.remove(key);
+        if tags.is_empty() {
+            return;
         }
-        if self
-            .keys
-            .entry(tag.to_owned())
-            .or_default()
-            .insert(key.to_owned())
-        {
-            self.pairs += 1;
+        for tag in &tags {
+            self.by_tag
+                .entry(tag.clone())
+                .or_default()
+                .insert(key.into());
         }
-        while self.order.len() > MAX_SURROGATE_KEYS || self.pairs > max_pairs {
-            let Some(old) = self.order.pop_front() else {
-                break;
-            };
-            if let Some(keys) = self.keys.remove(&old) {
-                self.pairs -= keys.len();
+        self.charged += index_cost(key, &tags);
+        self.by_key.insert(key.into(), tags);
+    }
+
+    /// Drops `key` from every tag.
+    fn remove(&mut self, key: &str) {
+        let Some(tags) = self.by_key.remove(key) else {
+            return;
+        };
+        self.charged -= index_cost(key, &tags);
+        for tag in &tags {
+            if let Some(keys) = self.by_tag.get_mut(tag) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.by_tag.remove(tag);
+                }
             }
         }
     }
 
-    fn take(&mut self, tag: &str) -> HashSet<String> {
-        let keys = self.keys.remove(tag).unwrap_or_default();
-        // Out of the age order too: a tag tagged again later must not be evicted early by its
-        // stale place in the order. Purges are rare; the scan is bounded by MAX_SURROGATE_KEYS.
-        if !keys.is_empty() {
-            self.order.retain(|t| t != tag);
+    /// The keys tagged with `tag`, each dropped from the index.
+    fn take(&mut self, tag: &str) -> Vec<Box<str>> {
+        let keys: Vec<Box<str>> = self
+            .by_tag
+            .get(tag)
+            .map(|k| k.iter().cloned().collect())
+            .unwrap_or_default();
+        for key in &keys {
+            self.remove(key);
         }
-        self.pairs -= keys.len();
         keys
     }
+}
+
+/// What the surrogate-key index holds for `key` tagged with `tags`: per tag, the tag in both
+/// maps, the key in the tag's set, and the tables' slots; the key and its list once. An
+/// overestimate, like [`Stored::size`].
+fn index_cost(key: &str, tags: &[Box<str>]) -> u64 {
+    if tags.is_empty() {
+        return 0;
+    }
+    let per_tag: u64 = tags
+        .iter()
+        .map(|t| 2 * allocation(t.len()) + allocation(key.len()) + 3 * 48)
+        .sum();
+    per_tag + allocation(key.len()) + allocation(tags.len() * size_of::<Box<str>>()) + 64
+}
+
+/// The surrogate keys of a response: the whitespace-separated tokens of its `Surrogate-Key`
+/// lines, the first [`MAX_SURROGATE_KEYS`] distinct ones; none at all when the field is longer
+/// than [`MAX_SURROGATE_FIELD_BYTES`].
+pub fn surrogate_keys(headers: &HeaderMap) -> Vec<Box<str>> {
+    let lines = headers.get_all("surrogate-key");
+    if lines.iter().map(|v| v.len()).sum::<usize>() > MAX_SURROGATE_FIELD_BYTES {
+        return Vec::new();
+    }
+    let mut keys: Vec<Box<str>> = Vec::new();
+    for token in lines
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(str::split_whitespace)
+    {
+        if keys.len() == MAX_SURROGATE_KEYS {
+            break;
+        }
+        if !keys.iter().any(|k| &**k == token) {
+            keys.push(token.into());
+        }
+    }
+    keys
 }
 
 impl Store {
     /// An empty store.
     pub fn new(config: slipstream_cache::Config) -> Store {
+        let mut cache = Cache::new(config);
+        cache.log_evictions();
         Store {
-            cache: Mutex::new(Cache::new(config)),
+            cache: Mutex::new(cache),
             surrogates: Mutex::new(SurrogateIndex::default()),
         }
     }
@@ -233,9 +293,18 @@ impl Store {
     /// The variant stored for `uri` whose Vary-selected fields match `request_headers`.
     pub fn find(&self, uri: &str, request_headers: &HeaderMap) -> Found {
         let key = engine_key(uri);
-        let Access::Hit { value, .. } = self.cache.lock().access(key.as_ref()) else {
+        let mut cache = self.cache.lock();
+        let Access::Hit { value, revived, .. } = cache.access(key.as_ref()) else {
             return Found::Nothing;
         };
+        if revived {
+            // Back from the free list, making room by evicting others: it is indexed again
+            // (its charge already counts that), and its victims leave the index.
+            let mut index = self.surrogates.lock();
+            unindex_evicted(&mut cache, &mut index);
+            index.set(&key, tags_of(&value));
+        }
+        drop(cache);
         if !value.holds(uri) {
             return Found::Nothing;
         }
@@ -250,10 +319,11 @@ impl Store {
             .map_or(Found::VaryMiss, Found::Variant)
     }
 
-    /// Stores `stored` under `uri`, replacing the variant with the same Vary key. Returns whether
-    /// the cache admitted it. The header fields are copied out of the buffer they were received
-    /// in, which a stored response would otherwise keep alive whole.
-    pub fn put(&self, uri: &str, mut stored: Stored, surrogate_keys: &[String]) -> bool {
+    /// Stores `stored` under `uri`, replacing the variant with the same Vary key, and indexes
+    /// the URI under the surrogate keys of its variants (see [`surrogate_keys`]). Returns
+    /// whether the cache admitted it. The header fields are copied out of the buffer they were
+    /// received in, which a stored response would otherwise keep alive whole.
+    pub fn put(&self, uri: &str, mut stored: Stored) -> bool {
         stored.headers = detached(&stored.headers);
         let stored = Arc::new(stored);
         let key = engine_key(uri);
@@ -272,17 +342,18 @@ impl Store {
         }
         variants.list.push(stored);
         variants.list.shrink_to_fit();
-        let size = variants.size();
-        let max_pairs = cache.config().max_tracked;
+        let tags = tags_of(&variants);
+        let size = variants.size() + index_cost(&key, &tags);
         let admitted = cache
             .insert(key.clone().into_owned(), size, Arc::new(variants))
             .is_ok();
-        drop(cache);
-        if admitted && !surrogate_keys.is_empty() {
-            let mut index = self.surrogates.lock();
-            for tag in surrogate_keys {
-                index.tag(tag, &key, max_pairs);
-            }
+        let mut index = self.surrogates.lock();
+        unindex_evicted(&mut cache, &mut index);
+        if admitted {
+            index.set(&key, tags);
+        } else {
+            // A refused insert drops what the key held before.
+            index.remove(&key);
         }
         admitted
     }
@@ -299,15 +370,19 @@ impl Store {
 
     /// Drops everything stored under `key` (RFC 9111 §4.4 invalidation, or a purge).
     pub fn remove(&self, uri: &str) -> bool {
-        self.cache.lock().invalidate(engine_key(uri).as_ref())
+        let key = engine_key(uri);
+        let mut cache = self.cache.lock();
+        let removed = cache.invalidate(key.as_ref());
+        self.surrogates.lock().remove(&key);
+        removed
     }
 
     /// Drops every key tagged with surrogate key `tag`; returns how many keys were tagged.
     pub fn purge_tag(&self, tag: &str) -> usize {
-        let keys = self.surrogates.lock().take(tag);
         let mut cache = self.cache.lock();
+        let keys = self.surrogates.lock().take(tag);
         for key in &keys {
-            cache.invalidate(key.as_str());
+            cache.invalidate(&**key);
         }
         keys.len()
     }
@@ -316,6 +391,36 @@ impl Store {
     pub fn usage(&self) -> (u64, u64) {
         let cache = self.cache.lock();
         (cache.used_bytes(), cache.config().capacity_bytes)
+    }
+
+    /// The surrogate-key index: bytes charged for it (part of [`Store::usage`]'s bytes held),
+    /// distinct keys, and (key, URI) pairs.
+    pub fn surrogate_index(&self) -> (u64, usize, usize) {
+        let index = self.surrogates.lock();
+        let pairs = index.by_key.values().map(Vec::len).sum();
+        (index.charged, index.by_tag.len(), pairs)
+    }
+}
+
+/// The surrogate keys of every variant of a URI, each once.
+fn tags_of(variants: &Variants) -> Vec<Box<str>> {
+    let mut tags: Vec<Box<str>> = Vec::new();
+    for v in &variants.list {
+        for tag in surrogate_keys(&v.headers) {
+            if !tags.contains(&tag) {
+                tags.push(tag);
+            }
+        }
+    }
+    tags
+}
+
+/// Drops the entries the cache evicted since the last call from the surrogate-key index.
+fn unindex_evicted(cache: &mut Cache<String, Arc<Variants>>, index: &mut SurrogateIndex) {
+    let mut evicted = Vec::new();
+    cache.take_evicted(&mut evicted);
+    for key in evicted {
+        index.remove(&key);
     }
 }
 
@@ -326,4 +431,86 @@ fn detached(headers: &HeaderMap) -> HeaderMap {
         copy.append(name.clone(), rfc9111::detached(value));
     }
     copy
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use http::{Request, Response};
+
+    use super::*;
+
+    fn stored(surrogate_key: &str, body: usize) -> Stored {
+        let req = Request::get("/").body(()).expect("request").into_parts().0;
+        let mut res = Response::new(());
+        let h = res.headers_mut();
+        h.insert("cache-control", HeaderValue::from_static("max-age=3600"));
+        h.insert(
+            "surrogate-key",
+            HeaderValue::from_str(surrogate_key).expect("value"),
+        );
+        let res = res.into_parts().0;
+        let policy =
+            rfc9111::Policy::new(&req, &res, SystemTime::now(), &rfc9111::Options::default())
+                .expect("storable");
+        Stored {
+            status: res.status,
+            headers: res.headers,
+            body: Bytes::from(vec![b'x'; body]),
+            total_len: body as u64,
+            policy,
+            vary_key: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_surrogate_key_index_holds_only_stored_entries_and_is_charged_to_them() {
+        let capacity = 1 << 20;
+        let store = Store::new(bounded_config(capacity, "lru".parse().expect("policy")));
+        // 2,000 responses with 64 unique 100-byte keys each: far more than the cache keeps.
+        for i in 0..2_000 {
+            let keys: Vec<String> = (0..64)
+                .map(|j| format!("{i:06}-{j:02}-{}", "k".repeat(90)))
+                .collect();
+            store.put(&format!("/o/{i}"), stored(&keys.join(" "), 1024));
+            let (charged, _, pairs) = store.surrogate_index();
+            let (used, _) = store.usage();
+            assert!(
+                charged <= used,
+                "the index's {charged} bytes are part of {used}"
+            );
+            assert_eq!(pairs % 64, 0);
+        }
+        let (charged, tags, pairs) = store.surrogate_index();
+        let cached = store.cache.lock().len();
+        assert_eq!(pairs, cached * 64, "only the cached entries are indexed");
+        assert_eq!(tags, pairs);
+        assert!(cached < 200, "{cached} entries of ~35 KB fit in 1 MiB");
+        assert!(charged > 0);
+        // Evicting everything by a large entry with no keys empties the index.
+        assert!(store.put("/big", stored("", 1000 << 10)));
+        assert_eq!(store.surrogate_index(), (0, 0, 0));
+    }
+
+    #[test]
+    fn keys_past_the_caps_are_ignored_and_invalidation_unindexes() {
+        let store = Store::new(bounded_config(1 << 20, "lru".parse().expect("policy")));
+        let many: Vec<String> = (0..100).map(|j| format!("k{j}")).collect();
+        store.put("/many", stored(&many.join(" "), 10));
+        assert_eq!(store.surrogate_index().2, MAX_SURROGATE_KEYS);
+        store.put("/huge", stored(&"h".repeat(200 * 1024), 10));
+        assert_eq!(
+            store.surrogate_index().2,
+            MAX_SURROGATE_KEYS,
+            "a 200 KB field is ignored"
+        );
+        store.put("/shared", stored("k0 other", 10));
+        assert_eq!(store.purge_tag("k0"), 2);
+        assert_eq!(store.surrogate_index(), (0, 0, 0));
+        store.put("/shared", stored("other", 10));
+        assert!(store.remove("/shared"));
+        assert_eq!(store.surrogate_index(), (0, 0, 0));
+        assert_eq!(store.purge_tag("other"), 0);
+    }
 }

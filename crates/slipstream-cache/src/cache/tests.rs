@@ -232,3 +232,22 @@ fn insert_evicting_names_the_entries_it_evicted() {
     assert_eq!(evicted, vec!["/b".to_owned()]);
     assert!(c.peek("/b").is_none());
 }
+
+#[test]
+fn the_eviction_log_names_every_victim_of_inserts_and_revivals() {
+    let mut config = Config::new(1000, "lru".parse().expect("policy"));
+    config.free_list_flush_every = 1000;
+    let mut c: Cache<String, u64> = Cache::new(config);
+    c.log_evictions();
+    let mut out = Vec::new();
+    request(&mut c, "/a", 600);
+    request(&mut c, "/b", 600);
+    c.take_evicted(&mut out);
+    assert_eq!(out, ["/a"]);
+    // /a comes back from the free list and makes room by evicting /b.
+    assert!(matches!(c.access("/a"), Access::Hit { revived: true, .. }));
+    c.take_evicted(&mut out);
+    assert_eq!(out, ["/a", "/b"]);
+    c.take_evicted(&mut out);
+    assert_eq!(out.len(), 2, "the log was drained");
+}

@@ -11,9 +11,10 @@ use slipstream_node::respond::text;
 use slipstream_node::Ctx;
 
 use crate::collapse::{self, Join, Outcome};
-use crate::collect::{collect, content_length, Collected};
+use crate::collect::{self, collect, content_length, Collected};
 use crate::forward::{finish_forwarded, forward, passthrough, upstream_error};
 use crate::headers::{self, Status};
+use crate::inflight::{Buffer, Held};
 use crate::store::{self, Stored};
 use crate::upstream::UpstreamError;
 use crate::{deception, partial, respond, Inner};
@@ -97,13 +98,19 @@ pub(crate) async fn cached(
         // A HEAD response has no body to store; a later GET fills the cache.
         return forward(inner, ctx, parts, None).await;
     }
+    // A follower waits for the leader's response at most this long, then fetches alone.
+    let patience = inner.settings.store_deadline + inner.upstreams.timeout();
     match inner.collapser.join(&key) {
         Join::Leader(leader) => {
-            let (response, stored) = fetch(inner, ctx, &parts, &key, status).await;
-            leader.finish(stored.map_or(Outcome::Alone, Outcome::Stored));
+            let mut leader = Some(leader);
+            let (response, stored) = fetch(inner, ctx, &parts, &key, status, &mut leader).await;
+            // Unless the body is being stored as it streams, which then finishes the flight.
+            if let Some(leader) = leader {
+                leader.finish(stored.map_or(Outcome::Alone, Outcome::Stored));
+            }
             response
         }
-        Join::Follower(rx) => match collapse::wait(rx).await {
+        Join::Follower(rx) => match collapse::wait(rx, patience).await {
             Outcome::Stored(stored)
                 if rfc9111::vary_key(&stored.headers, &parts.headers).as_deref()
                     == Some(stored.vary_key.as_str()) =>
@@ -120,9 +127,9 @@ pub(crate) async fn cached(
                     },
                 )
             }
-            _ => fetch(inner, ctx, &parts, &key, status).await.0,
+            _ => fetch(inner, ctx, &parts, &key, status, &mut None).await.0,
         },
-        Join::Overflow => fetch(inner, ctx, &parts, &key, status).await.0,
+        Join::Overflow => fetch(inner, ctx, &parts, &key, status, &mut None).await.0,
     }
 }
 
@@ -147,14 +154,21 @@ fn served(
     response
 }
 
+/// A cacheable body of a plain GET (no Range, no precondition) larger than this, or of unknown
+/// length, streams to its client as it is read, a copy teed to the store; a smaller one, or
+/// one for a request the stored response must answer (a range, a 304), is read whole first.
+pub const TEE_ABOVE: u64 = 256 * 1024;
+
 /// Fetches `parts` upstream without client preconditions or ranges (so that a full response can
-/// be stored), stores it if allowed, and answers the client. Returns the stored response too.
+/// be stored), stores it if allowed, and answers the client. Returns the stored response too,
+/// unless it takes `leader` to finish once a teed body is stored.
 async fn fetch(
     inner: &Arc<Inner>,
     ctx: &mut Ctx,
     parts: &http::request::Parts,
     key: &str,
     mut status: Status,
+    leader: &mut Option<collapse::Leader>,
 ) -> (Response<Body>, Option<Arc<Stored>>) {
     let up = headers::plain_upstream_parts(&inner.settings.name, parts);
     let sent = up.clone();
@@ -211,20 +225,47 @@ async fn fetch(
         forget(inner, key);
         return (passthrough(inner, res_parts, body, status), None);
     };
-    // Store: read the whole body, within the size bound, the per-chunk timeout and the
-    // deadline for storing.
-    let body = match collect(
+    // Store: within the size bound and the in-flight budget.
+    let buffer = match Buffer::new(&inner.inflight, inner.settings.max_object_bytes, length) {
+        Ok(buffer) => buffer,
+        Err(why) => {
+            inner.metrics.skipped(why);
+            inner.metrics.miss(0);
+            return (passthrough(inner, res_parts, body, status), None);
+        }
+    };
+    if plain(&parts.headers) && length.is_none_or(|n| n > TEE_ABOVE) {
+        inner.metrics.miss(length.unwrap_or(0) as usize);
+        let response = teed(
+            inner,
+            key,
+            leader.take(),
+            res_parts,
+            body,
+            buffer,
+            (policy, vary_key),
+            length,
+            status,
+        );
+        return (response, None);
+    }
+    // Read the whole body first, within the per-chunk timeout and the deadline for storing.
+    let (body, charge) = match collect(
         body,
-        inner.settings.max_object_bytes,
+        buffer,
         inner.upstreams.timeout(),
         inner.settings.store_deadline,
     )
     .await
     {
-        Ok(Collected::Whole(bytes)) if fits(bytes.len() as u64) => bytes,
+        Ok(Collected::Whole(bytes, charge)) if fits(bytes.len() as u64) => (bytes, charge),
         Ok(other) => {
-            // Outside the size rules (e.g. a chunked body that grew past the limit) or too
-            // slow to wait for: the client gets everything, nothing is stored.
+            // Outside the size rules (e.g. a chunked body that grew past the limit), refused
+            // by the budget, or too slow to wait for: the client gets everything, nothing is
+            // stored.
+            if let Collected::Over(_, _, _, why) = &other {
+                inner.metrics.skipped(*why);
+            }
             inner.metrics.miss(0);
             let mut r = Response::from_parts(res_parts, other.into_body(inner.upstreams.timeout()));
             finish_forwarded(inner, &mut r, status);
@@ -253,9 +294,85 @@ async fn fetch(
     status.stored = admitted;
     let stored = Arc::new(stored);
     (
-        served(inner, &stored, parts, status),
+        held(served(inner, &stored, parts, status), charge),
         admitted.then_some(stored),
     )
+}
+
+/// `response` with its body keeping `charge` until the client has it.
+fn held(response: Response<Body>, charge: crate::inflight::Charge) -> Response<Body> {
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, Body::stream(Held::new(body, charge)))
+}
+
+/// Whether the client's request is answered by the whole response as it is: no Range and no
+/// precondition, which only the stored response can evaluate.
+fn plain(headers: &HeaderMap) -> bool {
+    use http::header::{
+        IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE, RANGE,
+    };
+    ![
+        RANGE,
+        IF_RANGE,
+        IF_MATCH,
+        IF_NONE_MATCH,
+        IF_MODIFIED_SINCE,
+        IF_UNMODIFIED_SINCE,
+    ]
+    .iter()
+    .any(|h| headers.contains_key(h))
+}
+
+/// A miss answered as it streams, its body teed to the store (see [`collect::tee`]); the
+/// leader's followers get the stored response once the body is whole. Its Cache-Status cannot
+/// say `stored`: that is decided after the head is sent.
+#[allow(clippy::too_many_arguments)]
+fn teed(
+    inner: &Arc<Inner>,
+    key: &str,
+    leader: Option<collapse::Leader>,
+    res_parts: http::response::Parts,
+    body: Body,
+    buffer: Buffer,
+    (policy, vary_key): (rfc9111::Policy, String),
+    length: Option<u64>,
+    status: Status,
+) -> Response<Body> {
+    let mut stored_headers = res_parts.headers.clone();
+    headers::strip_hop_by_hop(&mut stored_headers);
+    let mut head = policy.response_headers(&stored_headers, inner.clock.now());
+    if let Some(n) = length {
+        head.insert(http::header::CONTENT_LENGTH, n.into());
+    }
+    let (inner2, key2, code) = (inner.clone(), key.to_owned(), res_parts.status);
+    let stored = move |bytes: bytes::Bytes| {
+        let stored = Stored {
+            status: code,
+            headers: stored_headers,
+            total_len: bytes.len() as u64,
+            body: bytes,
+            policy,
+            vary_key,
+        };
+        let admitted = stored.total_len >= inner2.settings.min_object_bytes
+            && inner2
+                .store
+                .as_ref()
+                .is_some_and(|s| s.put(&key2, stored.clone()));
+        if let Some(leader) = leader {
+            leader.finish(if admitted {
+                Outcome::Stored(Arc::new(stored))
+            } else {
+                Outcome::Alone
+            });
+        }
+    };
+    let body = slipstream_node::body::idle_timeout(body, inner.upstreams.timeout());
+    let mut response = Response::new(collect::tee(inner, body, buffer, length, stored));
+    *response.status_mut() = res_parts.status;
+    *response.headers_mut() = head;
+    status.apply(response.headers_mut(), &inner.settings.name);
+    response
 }
 
 /// Forgets what the store counted for `key` when its response could not be stored at all (an
@@ -459,16 +576,33 @@ async fn replace(
         }
         return Ok(passthrough(inner, res_parts, body, status));
     };
-    let bytes = match collect(
-        body,
+    let buffer = match Buffer::new(
+        &inner.inflight,
         inner.settings.max_object_bytes,
+        content_length(&res_parts.headers),
+    ) {
+        Ok(buffer) => buffer,
+        Err(why) => {
+            inner.metrics.skipped(why);
+            if let Some(store) = &inner.store {
+                store.remove(key);
+            }
+            return Ok(passthrough(inner, res_parts, body, status));
+        }
+    };
+    let (bytes, charge) = match collect(
+        body,
+        buffer,
         inner.upstreams.timeout(),
         inner.settings.store_deadline,
     )
     .await?
     {
-        Collected::Whole(bytes) => bytes,
+        Collected::Whole(bytes, charge) => (bytes, charge),
         over => {
+            if let Collected::Over(_, _, _, why) = &over {
+                inner.metrics.skipped(*why);
+            }
             if let Some(store) = &inner.store {
                 store.remove(key);
             }
@@ -491,14 +625,17 @@ async fn replace(
         .store
         .as_ref()
         .is_some_and(|s| s.put(key, fresh.clone()));
-    Ok(served(
-        inner,
-        &Arc::new(fresh),
-        parts,
-        Status {
-            stored: admitted,
-            ..status
-        },
+    Ok(held(
+        served(
+            inner,
+            &Arc::new(fresh),
+            parts,
+            Status {
+                stored: admitted,
+                ..status
+            },
+        ),
+        charge,
     ))
 }
 

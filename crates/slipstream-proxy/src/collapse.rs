@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -19,6 +20,8 @@ pub enum Outcome {
     Alone,
 }
 
+type Flights = Arc<Mutex<HashMap<String, Flight>>>;
+
 struct Flight {
     tx: watch::Sender<Option<Outcome>>,
     waiters: usize,
@@ -26,7 +29,7 @@ struct Flight {
 
 /// In-flight fetches by key.
 pub struct Collapser {
-    flights: Mutex<HashMap<String, Flight>>,
+    flights: Flights,
     max_waiters: usize,
 }
 
@@ -41,9 +44,9 @@ impl std::fmt::Debug for Collapser {
 
 /// A request's place in a flight.
 #[derive(Debug)]
-pub enum Join<'a> {
+pub enum Join {
     /// Fetch, then call [`Leader::finish`].
-    Leader(Leader<'a>),
+    Leader(Leader),
     /// Wait for the leader.
     Follower(watch::Receiver<Option<Outcome>>),
     /// The waiting list is full: fetch without collapsing.
@@ -51,10 +54,10 @@ pub enum Join<'a> {
 }
 
 /// The request that fetches for a key. Dropping it without finishing releases the followers
-/// with [`Outcome::Alone`].
-#[derive(Debug)]
-pub struct Leader<'a> {
-    collapser: &'a Collapser,
+/// with [`Outcome::Alone`]. It owns its place, so a response body storing as it streams can
+/// carry it.
+pub struct Leader {
+    flights: Flights,
     key: String,
     done: bool,
 }
@@ -63,13 +66,13 @@ impl Collapser {
     /// A collapser allowing `max_waiters` followers per key.
     pub fn new(max_waiters: usize) -> Collapser {
         Collapser {
-            flights: Mutex::new(HashMap::new()),
+            flights: Arc::new(Mutex::new(HashMap::new())),
             max_waiters,
         }
     }
 
     /// Joins the flight for `key`, or starts it.
-    pub fn join(&self, key: &str) -> Join<'_> {
+    pub fn join(&self, key: &str) -> Join {
         let mut flights = self.flights.lock();
         if let Some(flight) = flights.get_mut(key) {
             if flight.waiters >= self.max_waiters {
@@ -81,7 +84,7 @@ impl Collapser {
         let (tx, _) = watch::channel(None);
         flights.insert(key.to_owned(), Flight { tx, waiters: 0 });
         Join::Leader(Leader {
-            collapser: self,
+            flights: self.flights.clone(),
             key: key.to_owned(),
             done: false,
         })
@@ -98,7 +101,13 @@ impl Collapser {
     }
 }
 
-impl Leader<'_> {
+impl std::fmt::Debug for Leader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leader").field("key", &self.key).finish()
+    }
+}
+
+impl Leader {
     /// Hands the outcome to every follower and ends the flight.
     pub fn finish(mut self, outcome: Outcome) {
         self.release(outcome);
@@ -109,24 +118,25 @@ impl Leader<'_> {
             return;
         }
         self.done = true;
-        if let Some(flight) = self.collapser.flights.lock().remove(&self.key) {
+        if let Some(flight) = self.flights.lock().remove(&self.key) {
             // Followers may all have gone; that is fine.
             let _ = flight.tx.send(Some(outcome));
         }
     }
 }
 
-impl Drop for Leader<'_> {
+impl Drop for Leader {
     fn drop(&mut self) {
         self.release(Outcome::Alone);
     }
 }
 
-/// Waits for a leader's outcome.
-pub async fn wait(mut rx: watch::Receiver<Option<Outcome>>) -> Outcome {
-    match rx.wait_for(Option::is_some).await {
-        Ok(v) => v.clone().unwrap_or(Outcome::Alone),
-        Err(_) => Outcome::Alone,
+/// Waits for a leader's outcome, at most `patience`: a leader storing a body as its client
+/// reads it may take as long as that client, and a follower then fetches alone.
+pub async fn wait(mut rx: watch::Receiver<Option<Outcome>>, patience: Duration) -> Outcome {
+    match tokio::time::timeout(patience, rx.wait_for(Option::is_some)).await {
+        Ok(Ok(v)) => v.clone().unwrap_or(Outcome::Alone),
+        _ => Outcome::Alone,
     }
 }
 
@@ -148,8 +158,9 @@ mod tests {
         };
         assert!(matches!(c.join("k"), Join::Overflow));
         drop(leader);
-        assert!(matches!(wait(a).await, Outcome::Alone));
-        assert!(matches!(wait(b).await, Outcome::Alone));
+        let patience = Duration::from_secs(1);
+        assert!(matches!(wait(a, patience).await, Outcome::Alone));
+        assert!(matches!(wait(b, patience).await, Outcome::Alone));
         assert_eq!(c.in_flight(), 0);
         assert!(matches!(c.join("k"), Join::Leader(_)));
     }

@@ -96,6 +96,14 @@ pub struct Config {
     /// Waiting requests per key while one fetch is in flight (request collapsing); requests
     /// beyond the bound go upstream on their own.
     pub max_collapsed_waiters: usize,
+    /// Bytes the proxy may buffer for responses under way (or `"64MiB"`): bodies being read
+    /// to store, copies teed to the store while a body streams (read only as fast as its
+    /// client takes it), first chunks being kept. A cacheable response that finds no room is
+    /// streamed to its client without being stored (`slipstream_store_skipped_total`), never
+    /// buffered whole. 0 (the default): a quarter of the cache capacity, and at least one
+    /// largest storable object (`max_object_bytes`, at most the capacity).
+    #[serde(deserialize_with = "slipstream_units::de::bytes")]
+    pub inflight_bytes: u64,
     /// Connecting to an upstream, in milliseconds (or `"3s"`).
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub connect_timeout_ms: u64,
@@ -285,6 +293,7 @@ impl Default for Config {
             deception_armor: true,
             cache: CacheConfig::default(),
             max_collapsed_waiters: 1024,
+            inflight_bytes: 0,
             connect_timeout_ms: 3_000,
             upstream_timeout_ms: 30_000,
             store_deadline_ms: 10_000,
@@ -395,6 +404,8 @@ pub struct Settings {
     pub chunk_bytes: u64,
     /// Bound on collapsed waiters per key.
     pub max_collapsed_waiters: usize,
+    /// Bound on bytes buffered for responses under way.
+    pub inflight_bytes: u64,
     /// Upstream connect timeout.
     pub connect_timeout: Duration,
     /// Upstream response and body-chunk timeout.
@@ -419,6 +430,12 @@ pub struct Settings {
     pub connect_ports: Vec<u16>,
     /// Certificate and key, if clients use TLS.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+}
+
+/// `inflight_bytes` when not set: a quarter of the cache capacity, and at least one largest
+/// storable object.
+pub fn default_inflight_bytes(capacity_bytes: u64, max_object_bytes: u64) -> u64 {
+    (capacity_bytes / 4).max(max_object_bytes.min(capacity_bytes))
 }
 
 /// The scheme and authority of an upstream URL (`http://` or `https://`).
@@ -645,6 +662,10 @@ impl Config {
             max_object_bytes: self.cache.max_object_bytes,
             chunk_bytes: self.cache.chunk_bytes.min(self.cache.max_object_bytes),
             max_collapsed_waiters: self.max_collapsed_waiters,
+            inflight_bytes: match self.inflight_bytes {
+                0 => default_inflight_bytes(self.cache.capacity_bytes, self.cache.max_object_bytes),
+                n => n,
+            },
             connect_timeout: Duration::from_millis(self.connect_timeout_ms.max(1)),
             upstream_timeout: Duration::from_millis(self.upstream_timeout_ms.max(1)),
             store_deadline: Duration::from_millis(self.store_deadline_ms.max(1)),

@@ -14,7 +14,8 @@
 //!
 //! Modules by concern: `route` (the entry), `cached` (GET/HEAD through the cache), `forward`
 //! (everything else, and upstream errors), `partial` (first-chunk entries), `collect` (reading
-//! bodies to store), `upstream` (selection and exchanges), `probe` (the policies' probes),
+//! bodies to store), `inflight` (the budget of bytes buffered for responses under way),
+//! `upstream` (selection and exchanges), `probe` (the policies' probes),
 //! `control` (purge), `deception` (keeping web cache deception out of the store), `tunnel` (CONNECT), `access` (who may use the forward proxy, and where
 //! it may go).
 
@@ -27,6 +28,7 @@ mod control;
 mod deception;
 mod forward;
 pub mod headers;
+pub mod inflight;
 mod metrics;
 mod partial;
 mod probe;
@@ -60,6 +62,7 @@ struct Inner {
     upstreams: Arc<upstream::Upstreams>,
     store: Option<store::Store>,
     collapser: collapse::Collapser,
+    inflight: std::sync::Arc<inflight::Budget>,
     metrics: metrics::Metrics,
     rules: rfc9111::Options,
     phases: Phases,
@@ -140,6 +143,7 @@ impl Builder {
         }
         let store = settings.cache.map(store::Store::new);
         let collapser = collapse::Collapser::new(settings.max_collapsed_waiters);
+        let inflight = inflight::Budget::new(settings.inflight_bytes);
         let inner = Arc::new(Inner {
             metrics,
             rules: rfc9111::Options {
@@ -150,6 +154,7 @@ impl Builder {
             upstreams,
             store,
             collapser,
+            inflight,
             phases: self.phases,
             clock: self.clock,
         });

@@ -23,6 +23,7 @@ pub(crate) struct Metrics {
     connect_errors: Arc<Counter>,
     timeouts: Arc<Counter>,
     protocol_errors: Arc<Counter>,
+    skipped: [Arc<Counter>; 3],
 }
 
 impl Default for Metrics {
@@ -66,7 +67,18 @@ impl Default for Metrics {
         };
         let (connect_errors, timeouts, protocol_errors) =
             (err("connect"), err("timeout"), err("protocol"));
+        let skip = |reason: &str| {
+            r.counter(
+                "slipstream_store_skipped_total",
+                "Cacheable responses streamed without being stored, by reason (large: past \
+                 max_object_bytes; slow: past the store deadline; budget: no room in \
+                 inflight_bytes).",
+                &[("reason", reason)],
+            )
+        };
+        let skipped = [skip("large"), skip("slow"), skip("budget")];
         Metrics {
+            skipped,
             registry: r,
             responses,
             hits,
@@ -119,6 +131,20 @@ impl Metrics {
                     .and_then(|i| i.store.as_ref().map(|s| s.tracked() as f64))
                     .unwrap_or(0.0)
             },
+        );
+        let w = weak.clone();
+        self.registry.gauge(
+            "slipstream_inflight_bytes",
+            "Bytes buffered for responses under way, charged to inflight_bytes.",
+            &[],
+            move || w.upgrade().map_or(0.0, |i| i.inflight.used() as f64),
+        );
+        let w = weak.clone();
+        self.registry.gauge(
+            "slipstream_inflight_limit_bytes",
+            "The bound on bytes buffered for responses under way (inflight_bytes).",
+            &[],
+            move || w.upgrade().map_or(0.0, |i| i.inflight.limit() as f64),
         );
         let w = weak.clone();
         self.registry.gauge(
@@ -183,6 +209,17 @@ impl Metrics {
     pub(crate) fn miss(&self, bytes: usize) {
         self.misses.inc();
         self.upstream_bytes.add(bytes as u64);
+    }
+
+    /// A cacheable response streamed without being stored.
+    pub(crate) fn skipped(&self, why: crate::inflight::Skip) {
+        use crate::inflight::Skip;
+        let i = match why {
+            Skip::Large => 0,
+            Skip::Slow => 1,
+            Skip::Budget => 2,
+        };
+        self.skipped[i].inc();
     }
 
     pub(crate) fn revalidated(&self) {

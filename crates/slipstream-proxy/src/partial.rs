@@ -53,17 +53,23 @@ pub(crate) fn tee(
     status: Status,
 ) -> Response<Body> {
     let chunk = inner.settings.chunk_bytes as usize;
+    // The chunk being kept is charged to the in-flight budget until it is stored.
+    let mut charge = inner.inflight.charge();
+    if !charge.grow(chunk as u64) {
+        inner.metrics.skipped(crate::inflight::Skip::Budget);
+        return crate::forward::passthrough(inner, res_parts, body, status);
+    }
     let mut stored_headers = res_parts.headers.clone();
     headers::strip_hop_by_hop(&mut stored_headers);
-    let mut template = Some((stored_headers, policy, vary_key, res_parts.status));
+    let mut template = Some((stored_headers, policy, vary_key, res_parts.status, charge));
     let mut prefix: Vec<u8> = Vec::with_capacity(chunk);
     let (inner2, key) = (inner.clone(), key.to_owned());
     let stream = body.into_data_stream().map_ok(move |data: Bytes| {
-        if let Some((headers, policy, vary_key, status)) = template.take() {
+        if let Some((headers, policy, vary_key, status, charge)) = template.take() {
             let take = (chunk - prefix.len()).min(data.len());
             prefix.extend_from_slice(&data[..take]);
             if prefix.len() < chunk {
-                template = Some((headers, policy, vary_key, status));
+                template = Some((headers, policy, vary_key, status, charge));
             } else if let Some(store) = &inner2.store {
                 let body = Bytes::from(std::mem::take(&mut prefix));
                 store.put(

@@ -252,7 +252,7 @@ fn index_cost(key: &str, tags: &[Box<str>]) -> u64 {
         .iter()
         .map(|t| 2 * allocation(t.len()) + allocation(key.len()) + 3 * 48)
         .sum();
-    per_tag + allocation(key.len()) + allocation(tags.len() * size_of::<Box<str>>()) + 64
+    per_tag + allocation(key.len()) + allocation(std::mem::size_of_val(tags)) + 64
 }
 
 /// The surrogate keys of a response: the whitespace-separated tokens of its `Surrogate-Key`

@@ -40,7 +40,7 @@ fn response_fields(i: usize) -> HeaderMap {
         // surrogate-key index holds as well: its share is charged to the entry.
         (
             "surrogate-key",
-            if i % 4 == 0 {
+            if i.is_multiple_of(4) {
                 (0..64)
                     .map(|j| format!("{i:08}-{j:02}-{}", "k".repeat(78)))
                     .collect::<Vec<_>>()

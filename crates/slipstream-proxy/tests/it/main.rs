@@ -5,6 +5,7 @@ mod support;
 
 mod caching;
 mod hierarchy;
+mod inflight;
 mod partial;
 mod robustness;
 mod rules;

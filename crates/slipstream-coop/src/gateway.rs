@@ -83,6 +83,9 @@ impl Gateway {
                 .await
                 .map_err(|e| format!("{url}: {e}"))?
                 .to_bytes();
+            // A small body is a slice of the connection's read buffer: kept as it is, it would
+            // hold the whole buffer in the store (8 KiB or more for a 1 KB object).
+            let body = Bytes::copy_from_slice(&body);
             Ok::<_, String>((parts, body))
         };
         let (parts, body) = tokio::time::timeout(self.timeout, exchange)

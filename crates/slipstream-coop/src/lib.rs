@@ -27,6 +27,7 @@ pub mod gateway;
 pub mod net;
 pub mod node;
 pub mod object;
+pub mod providers;
 pub mod roles;
 pub mod rules;
 pub mod sim;

@@ -16,7 +16,9 @@
 //! - Kademlia handles at most 32 inbound streams per connection and drops the rest, so
 //!   provider announcements go out at most [`MAX_PROVIDING`] at a time from a backlog;
 //! - the memory store's 1,024-key limits count other peers' keys too; they are raised
-//!   ([`NetConfig::max_provider_keys`]);
+//!   ([`NetConfig::max_provider_keys`]), and provider lists are kept compactly
+//!   (`providers::CompactStore`: libp2p's keeps 20 records inline per key, 3 KB a key);
+//! - an object the store evicts or drops is no longer announced (its provider record goes);
 //! - connections close 10 s after their last stream by default; ours stay up for minutes.
 //!
 //! A malformed message from a peer (a request that does not decode, a GUID of the wrong length,
@@ -114,7 +116,7 @@ pub struct Inbound {
 /// The node's libp2p behaviours.
 #[derive(NetworkBehaviour)]
 pub struct CoopBehaviour {
-    kad: kad::Behaviour<kad::store::MemoryStore>,
+    kad: kad::Behaviour<crate::providers::CompactStore>,
     identify: identify::Behaviour,
     mdns: Toggle<mdns::tokio::Behaviour>,
     fetch: request_response::cbor::Behaviour<CoopRequest, CoopResponse>,
@@ -171,7 +173,7 @@ impl Default for NetConfig {
             external: Vec::new(),
             digests: true,
             trusted: Vec::new(),
-            max_provider_keys: 1 << 20,
+            max_provider_keys: 1 << 17,
             request_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(5),
             digest_every: Duration::from_secs(2),
@@ -197,9 +199,9 @@ impl CoopBehaviour {
         let peer = key.public().to_peer_id();
         let mut kcfg = kad::Config::new(KAD_PROTOCOL);
         kcfg.set_query_timeout(Duration::from_secs(20));
-        let store = kad::store::MemoryStore::with_config(
+        let store = crate::providers::CompactStore::new(
             peer,
-            kad::store::MemoryStoreConfig {
+            crate::providers::Limits {
                 max_provided_keys: config.max_provider_keys,
                 ..Default::default()
             },
@@ -739,6 +741,14 @@ impl EventLoop {
     }
 
     fn drain_provides(&mut self) {
+        // Objects the store no longer holds are no longer announced: their provider records
+        // go from this node's Kademlia store (and expire elsewhere).
+        for guid in self.store.take_departed() {
+            self.swarm
+                .behaviour_mut()
+                .kad
+                .stop_providing(&kad::RecordKey::new(&guid.0));
+        }
         while self.providing.len() < MAX_PROVIDING {
             let Some(guid) = self.provide_backlog.pop_front() else {
                 break;

@@ -104,6 +104,9 @@ struct Inner {
     /// freshness) but not this, so time travel still finds a version by when it appeared.
     /// After a restart it is the stored copy's exchange time (the last heartbeat before it).
     captured: HashMap<Guid, u64>,
+    /// Objects evicted or removed since the network last asked ([`Store::take_departed`]),
+    /// whose announcements it withdraws.
+    departed: Vec<Guid>,
     stats: StoreStats,
 }
 
@@ -147,6 +150,7 @@ impl Store {
             held: HashSet::new(),
             past: HashMap::new(),
             captured: HashMap::new(),
+            departed: Vec::new(),
             stats: StoreStats {
                 capacity_bytes,
                 ..StoreStats::default()
@@ -359,6 +363,7 @@ impl Store {
             evicted.push(guid);
         }
         let gone_versions = inner.forget(&evicted);
+        inner.departed.extend_from_slice(&evicted);
         if let Some(db) = &self.db {
             if !evicted.is_empty() {
                 db.write(|objects, versions| {
@@ -425,6 +430,7 @@ impl Store {
         let (held, gone_versions) = {
             let mut inner = self.inner.lock();
             inner.held.remove(guid);
+            inner.departed.push(*guid);
             let gone = inner.forget(std::slice::from_ref(guid));
             (inner.cache.invalidate(guid), gone)
         };
@@ -438,6 +444,18 @@ impl Store {
             })?;
         }
         Ok(held)
+    }
+
+    /// The objects evicted or removed since the last call that are not held again: their
+    /// announcements are to be withdrawn (a node providing every object it ever held would
+    /// keep a record per URL ever seen).
+    pub fn take_departed(&self) -> Vec<Guid> {
+        let mut inner = self.inner.lock();
+        let mut departed = std::mem::take(&mut inner.departed);
+        departed.retain(|g| !inner.held.contains(g));
+        departed.sort_unstable_by_key(|g| g.0);
+        departed.dedup();
+        departed
     }
 
     /// The GUIDs held (to announce them again after a restart).
@@ -605,6 +623,31 @@ mod tests {
         assert!(!s.contains(&objects[0].guid()));
         assert_eq!(s.version(&objects[4].guid()), Some(2));
         assert_eq!(s.guids().len(), s.stats().objects);
+    }
+
+    #[test]
+    fn evicted_and_removed_objects_are_reported_once_for_withdrawal() {
+        let key = Keypair::generate_ed25519();
+        let s = Store::open(None, 1_000, lru()).unwrap();
+        let objects: Vec<_> = (0..5)
+            .map(|i| signed(&key, &format!("http://o/{i}"), 300, 1))
+            .collect();
+        for o in &objects {
+            s.put(o.clone()).unwrap();
+        }
+        let mut departed = s.take_departed();
+        assert_eq!(departed.len() as u64, s.stats().evicted);
+        assert!(departed.iter().all(|g| !s.contains(g)));
+        assert!(s.take_departed().is_empty(), "reported once");
+        // One evicted object comes back: it is not withdrawn; a removed one is.
+        let back = departed.pop().unwrap();
+        let again = objects.iter().find(|o| o.guid() == back).unwrap();
+        s.put(again.clone()).unwrap();
+        let held = s.guids()[0];
+        s.remove(&held).unwrap();
+        let later = s.take_departed();
+        assert!(later.contains(&held));
+        assert!(!later.contains(&back) || !s.contains(&back));
     }
 
     #[test]

@@ -575,6 +575,7 @@ impl Endpoint for DirectoryView {
             return method_not_allowed("GET, HEAD");
         }
         let view = self.0.cluster.view();
+        let state_version = self.0.cluster.own_state_version().await;
         let entries: Vec<_> = view
             .directory
             .entries()
@@ -593,6 +594,7 @@ impl Endpoint for DirectoryView {
             "version": view.version,
             "rejected": view.rejected,
             "impostors": view.impostors,
+            "state_version": state_version,
             "key": self.0.cluster.public_key(),
             "gossip": self.0.cluster.gossip_stats().to_json(),
             "nodes": view.nodes,

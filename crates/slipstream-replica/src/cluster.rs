@@ -38,6 +38,9 @@ use crate::identity::{self, Identity, KEY_KEY};
 use crate::seal::{SealedTransport, Sealer, Stats};
 use crate::store::{self, Content, Store};
 
+/// What a signature adds to a gossiped value (86 characters of base64 and a space).
+const SIGNATURE_BYTES: usize = 87;
+
 /// The chitchat key holding a node's base URL.
 pub const HTTP_KEY: &str = "node:http";
 
@@ -218,6 +221,9 @@ pub struct NodeInfo {
     pub live: bool,
     /// The requests per second it last reported (placement policy), if it does.
     pub load: Option<f64>,
+    /// The version of its gossip state merged last (values dropped past the per-node cap
+    /// count): equal to the node's own once this node has heard all it published.
+    pub state_version: u64,
 }
 
 /// One node's view of the cluster: the merged directory and the nodes.
@@ -325,6 +331,7 @@ impl Cluster {
                 advertise: settings.advertise.clone(),
                 live: true,
                 load: None,
+                state_version: 0,
             },
         );
 
@@ -350,6 +357,12 @@ impl Cluster {
             catchup_callback: None,
             extra_liveness_predicate: None,
             protocol_version: crate::seal::PROTOCOL,
+            // The view takes `max_node_bytes` of entries from a node; chitchat keeps what it
+            // holds of a node within that plus each entry's signature and the node's own keys.
+            max_node_state_bytes: settings
+                .max_node_bytes
+                .saturating_add(settings.max_node_entries.saturating_mul(SIGNATURE_BYTES))
+                .saturating_add(64 << 10),
         };
         let stats = Arc::new(Stats::default());
         let transport = SealedTransport::new(
@@ -398,6 +411,13 @@ impl Cluster {
     /// The node's public key, as its peers bind its name to.
     pub fn public_key(&self) -> &str {
         self.identity.public()
+    }
+
+    /// The version of this node's own gossip state.
+    pub async fn own_state_version(&self) -> u64 {
+        self.handle
+            .with_chitchat(|c| c.self_node_state().max_version())
+            .await
     }
 
     /// What the gossip transport took and dropped.
@@ -779,6 +799,11 @@ impl Merge {
             }
             self.merged.insert(heard.id.clone(), heard.version);
             changed |= self.merge_node(view, heard, &name, &public);
+            let info = node_info(view, &name);
+            if info.state_version != heard.version {
+                info.state_version = heard.version;
+                changed = true;
+            }
         }
         let ids: HashSet<&ChitchatId> = live.iter().map(|h| &h.id).collect();
         self.merged.retain(|id, _| ids.contains(id));
@@ -795,6 +820,7 @@ impl Merge {
                     advertise: None,
                     live: true,
                     load: None,
+                    state_version: 0,
                 });
                 changed = true;
             }
@@ -941,6 +967,7 @@ fn node_info<'v>(view: &'v mut View, name: &str) -> &'v mut NodeInfo {
         advertise: None,
         live: true,
         load: None,
+        state_version: 0,
     })
 }
 

@@ -41,6 +41,10 @@ pub struct ChitchatConfig {
     /// compresses the digest. This MUST stay `V0` until every node in the cluster runs a version
     /// able to decode the newer format.
     pub protocol_version: ProtocolVersion,
+    /// (slipstream patch.) The most bytes of keys and values taken into another node's state
+    /// from gossip; a new or larger value past it is dropped (its version still counts, so it
+    /// is not asked for again). `usize::MAX`: no limit.
+    pub max_node_state_bytes: usize,
 }
 
 impl ChitchatConfig {
@@ -59,6 +63,7 @@ impl ChitchatConfig {
             catchup_callback: None,
             extra_liveness_predicate: None,
             protocol_version: ProtocolVersion::V0,
+            max_node_state_bytes: usize::MAX,
         }
     }
 }
@@ -79,6 +84,7 @@ impl Default for ChitchatConfig {
             catchup_callback: None,
             extra_liveness_predicate: None,
             protocol_version: ProtocolVersion::V0,
+            max_node_state_bytes: usize::MAX,
         }
     }
 }

@@ -142,7 +142,9 @@ impl Chitchat {
     }
 
     fn process_delta(&mut self, delta: Delta) {
-        let was_reset_triggered = self.cluster_state.apply_delta(delta);
+        let was_reset_triggered = self
+            .cluster_state
+            .apply_delta_within(delta, self.config.max_node_state_bytes);
         if was_reset_triggered {
             if let Some(catchup_callback) = &self.config.catchup_callback {
                 info!("executing catch-up callback");
@@ -633,6 +635,7 @@ mod tests {
             catchup_callback: None,
             extra_liveness_predicate: None,
             protocol_version: ProtocolVersion::V0,
+            max_node_state_bytes: usize::MAX,
         };
         start_node_with_config(transport, config).await
     }
@@ -845,6 +848,7 @@ mod tests {
                 node_state.get("READY") == Some("true")
             })),
             protocol_version: ProtocolVersion::V0,
+            max_node_state_bytes: usize::MAX,
         };
         let mut nodes = Vec::new();
         for chitchat_id in &chitchat_ids {

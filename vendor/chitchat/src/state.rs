@@ -196,7 +196,25 @@ impl NodeState {
     }
 
     // Apply delta and returns true if a reset was necessary
+    #[cfg(test)]
     fn apply_delta(&mut self, node_delta: NodeDelta, now: Instant) -> DeltaStatus {
+        self.apply_delta_within(node_delta, now, usize::MAX)
+    }
+
+    /// Bytes of keys and values held.
+    fn state_bytes(&self) -> usize {
+        self.key_values
+            .iter()
+            .map(|(k, v)| k.len() + v.value.len())
+            .sum()
+    }
+
+    fn apply_delta_within(
+        &mut self,
+        node_delta: NodeDelta,
+        now: Instant,
+        max_bytes: usize,
+    ) -> DeltaStatus {
         let delta_status = self.check_delta_status(&node_delta);
 
         match delta_status {
@@ -214,6 +232,11 @@ impl NodeState {
         }
 
         let current_max_version = self.max_version();
+        let mut bytes = if max_bytes == usize::MAX {
+            0
+        } else {
+            self.state_bytes()
+        };
 
         for key_value_mutation in node_delta.key_values {
             if key_value_mutation.version <= current_max_version {
@@ -225,6 +248,18 @@ impl NodeState {
                 if key_value_mutation.version <= self.last_gc_version {
                     continue;
                 }
+            }
+            if max_bytes != usize::MAX {
+                let held = self
+                    .key_values
+                    .get(&key_value_mutation.key)
+                    .map_or(0, |v| key_value_mutation.key.len() + v.value.len());
+                let after = bytes - held + key_value_mutation.key.len() + key_value_mutation.value.len();
+                if after > bytes && after > max_bytes {
+                    // Past the node's cap: dropped, not asked for again.
+                    continue;
+                }
+                bytes = after;
             }
             let new_versioned_value = VersionedValue {
                 value: key_value_mutation.value,
@@ -591,14 +626,22 @@ impl ClusterState {
     }
 
     // Apply delta and returns true if there was a reset.
+    #[cfg(test)]
     pub(crate) fn apply_delta(&mut self, delta: Delta) -> bool {
+        self.apply_delta_within(delta, usize::MAX)
+    }
+
+    /// [`ClusterState::apply_delta`], taking at most `max_node_bytes` of keys and values into
+    /// each node's state (slipstream patch: a member writing without end cannot grow every
+    /// other node's memory without end).
+    pub(crate) fn apply_delta_within(&mut self, delta: Delta, max_node_bytes: usize) -> bool {
         let now = Instant::now();
         // Apply delta.
         let mut contains_reset = false;
         for node_delta in delta.node_deltas {
             if let Some(node_state) = self.node_state_mut(&node_delta.chitchat_id) {
                 let monotonic_property_before = node_state.monotonic_property();
-                let delta_status = node_state.apply_delta(node_delta, now);
+                let delta_status = node_state.apply_delta_within(node_delta, now, max_node_bytes);
                 let monotonic_property_after = node_state.monotonic_property();
                 assert!(
                     monotonic_property_after >= monotonic_property_before,

@@ -21,6 +21,7 @@ fn view(nodes: &[(&str, bool, Option<f64>)], entries: &[(&str, &str)]) -> View {
                 advertise: Some(format!("http://{name}")),
                 live: *live,
                 load: *load,
+                state_version: 0,
             },
         );
     }

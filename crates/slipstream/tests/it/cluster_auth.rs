@@ -52,6 +52,7 @@ impl Peer {
             catchup_callback: None,
             extra_liveness_predicate: None,
             protocol_version: PROTOCOL,
+            max_node_state_bytes: usize::MAX,
         };
         let secret = secret.map(<[u8]>::to_vec);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -414,4 +415,63 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_millis() as u64
+}
+
+#[test]
+fn a_member_writing_without_end_is_held_to_the_per_node_cap() {
+    let site = support::site();
+    let data = tempfile::tempdir().expect("tempdir");
+    let (g0, g1) = (free_udp_port(), free_udp_port());
+    // The honest member takes at most 128 KiB of entries from any node.
+    let honest = Member::start(
+        site.path(),
+        data.path(),
+        "honest",
+        None,
+        None,
+        g0,
+        &["--set", "cluster.max_node_bytes=128KiB"],
+    );
+    // A member with the secret that lifted its own cap writes 400 entries of about 3.9 KB
+    // (a 1.9 KB URL in its key and in its physical URL): 1.5 MB in all.
+    let greedy = Member::start(
+        site.path(),
+        data.path(),
+        "greedy",
+        Some(g0),
+        None,
+        g1,
+        &["--set", "cluster.max_node_bytes=64MiB"],
+    );
+    let pad = "p".repeat(1_900);
+    for i in 0..400 {
+        let r = greedy.put(&format!("/{i:04}-{pad}"), b"x");
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let written = entries(&greedy.directory()).len();
+    assert_eq!(written, 400);
+    // The honest member hears of the greedy one and of some of its entries, then no more: it
+    // converges on a part that fits its cap, and still answers.
+    let v = wait_for(&honest, "the greedy member's entries never arrived", |v| {
+        !entries(v).is_empty()
+    });
+    assert!(nodes(&v).contains(&("greedy".to_owned(), true)));
+    // Once the honest member has merged all the greedy one published (its state version),
+    // it holds only what fits its cap, and the greedy member is still live.
+    let published = greedy.directory()["state_version"]
+        .as_u64()
+        .expect("state version");
+    let v = wait_for(
+        &honest,
+        "the greedy member's state was not heard to its end",
+        |v| v["nodes"]["greedy"]["state_version"].as_u64() >= Some(published),
+    );
+    let held = entries(&v).len();
+    let bytes: usize = entries(&honest.directory())
+        .iter()
+        .map(|r| r.1.len() + r.4.len() + 30)
+        .sum();
+    assert!(held < written, "{held} of {written} entries taken");
+    assert!(bytes <= 128 << 10, "{bytes} bytes taken");
+    assert!(nodes(&honest.directory()).contains(&("greedy".to_owned(), true)));
 }

@@ -171,6 +171,7 @@ impl CoopNode {
                 "bytes": s.bytes,
                 "capacity_bytes": s.capacity_bytes,
                 "restored": s.restored,
+                "quarantined": s.quarantined,
                 "evicted": s.evicted,
                 "past_versions": s.past_versions,
             },
@@ -228,7 +229,7 @@ pub enum StartError {
     #[error("{0}")]
     Identity(String),
     /// The store.
-    #[error("cannot open the store: {0}")]
+    #[error("cannot open the store")]
     Store(#[from] crate::store::StoreError),
     /// The swarm.
     #[error("cannot start the peer-to-peer layer: {0}")]
@@ -285,12 +286,35 @@ pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()
 pub async fn start(settings: Settings) -> Result<Arc<CoopNode>, StartError> {
     let key = identity(&settings)?;
     let path = settings.data_dir.as_ref().map(|d| d.join(STORE_FILE));
+    let name = path.as_ref().map(|p| p.display().to_string());
     let store = {
         let (capacity, policy) = (settings.capacity_bytes, settings.policy);
         tokio::task::spawn_blocking(move || Store::open(path.as_deref(), capacity, policy))
             .await
-            .map_err(|e| StartError::Net(e.to_string()))??
+            .map_err(|e| crate::store::StoreError::Damaged {
+                path: name.unwrap_or_default(),
+                detail: e.to_string(),
+            })??
     };
+    if let Some(r) = store.recovery() {
+        tracing::warn!(
+            "the object store could not be read ({}): moved it to {} and started with the {} \
+             objects read before the damage; the rest will be fetched again (delete the moved \
+             file when it is no longer wanted)",
+            r.why,
+            r.moved_to.display(),
+            r.kept
+        );
+    }
+    let s = store.stats();
+    if s.quarantined > 0 {
+        tracing::warn!(
+            quarantined = s.quarantined,
+            restored = s.restored,
+            "stored objects failed their signature check at start-up (altered on disk): \
+             dropped, to be fetched again"
+        );
+    }
     let config = NetConfig {
         listen: settings.p2p_listen.clone(),
         bootstrap: settings.bootstrap.clone(),

@@ -135,17 +135,17 @@ impl Object {
             .and_then(|(_, v)| std::str::from_utf8(v).ok())
     }
 
-    fn encode_into(&self, out: &mut Vec<u8>) {
+    fn encode_into(&self, out: &mut impl Sink) {
         put_bytes(out, self.url.as_bytes());
-        out.extend_from_slice(&self.status.to_be_bytes());
-        out.extend_from_slice(&(self.headers.len() as u32).to_be_bytes());
+        out.put(&self.status.to_be_bytes());
+        out.put(&(self.headers.len() as u32).to_be_bytes());
         for (name, value) in &self.headers {
             put_bytes(out, name.as_bytes());
             put_bytes(out, value);
         }
-        out.extend_from_slice(&self.requested_at_ms.to_be_bytes());
-        out.extend_from_slice(&self.received_at_ms.to_be_bytes());
-        out.extend_from_slice(&self.version.to_be_bytes());
+        out.put(&self.requested_at_ms.to_be_bytes());
+        out.put(&self.received_at_ms.to_be_bytes());
+        out.put(&self.version.to_be_bytes());
         put_bytes(out, &self.body);
     }
 
@@ -265,6 +265,19 @@ impl SignedObject {
         Ok(())
     }
 
+    /// SHA-256 over the signature and the signed object (the encoding less its header and
+    /// key), streamed without copying the body: what a store keeps beside an object it has
+    /// verified, so that a copy altered since can be told from it without checking the
+    /// signature again (a hash is some 50 times cheaper for small objects).
+    pub fn digest(&self) -> [u8; 32] {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        put_bytes(&mut ctx, &self.signature);
+        self.object.encode_into(&mut ctx);
+        let mut out = [0u8; 32];
+        out.copy_from_slice(ctx.finish().as_ref());
+        out
+    }
+
     /// The wire and disk form.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.object.size() as usize + 256);
@@ -316,9 +329,26 @@ pub enum DecodeError {
     Format(u8),
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
-    out.extend_from_slice(b);
+/// Where an encoding goes: a buffer, or a hash that never holds it whole.
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+impl Sink for ring::digest::Context {
+    fn put(&mut self, bytes: &[u8]) {
+        self.update(bytes);
+    }
+}
+
+fn put_bytes(out: &mut impl Sink, b: &[u8]) {
+    out.put(&(b.len() as u32).to_be_bytes());
+    out.put(b);
 }
 
 struct Reader<'a> {
@@ -398,6 +428,26 @@ mod tests {
         let guid = Guid::new(&key.public(), "http://example.com/a");
         assert_eq!(back.guid(), guid);
         back.verify(&[key.public()], Some(&guid)).unwrap();
+    }
+
+    #[test]
+    fn the_digest_changes_with_any_signed_byte_and_only_then() {
+        let key = Keypair::generate_ed25519();
+        let signed = object("http://example.com/a", b"hello").sign(&key).unwrap();
+        let digest = signed.digest();
+        assert_eq!(
+            SignedObject::decode(&signed.encode()).unwrap().digest(),
+            digest
+        );
+        let mut body = signed.clone();
+        body.object.body = Bytes::from_static(b"hellO");
+        let mut signature = signed.clone();
+        signature.signature[0] ^= 1;
+        let mut time = signed.clone();
+        time.object.received_at_ms += 1;
+        for altered in [body, signature, time] {
+            assert_ne!(altered.digest(), digest);
+        }
     }
 
     #[test]

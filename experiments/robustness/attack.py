@@ -17,12 +17,26 @@ deception PROXY_PORT                         a victim with a session cookie asks
                                              /account.php/x.css, then a client without one
                                              asks for the same; prints whether it got the
                                              victim's page as JSON.
+slow-readers PORT COUNT PREFIX RATE SECONDS  opens COUNT connections, each a GET of PREFIX
+                                             followed by its own number (a unique query
+                                             string), each reading RATE bytes a second for
+                                             SECONDS, then closing; prints the statuses and
+                                             bytes read as JSON.
+chunked-origin PORT                          serves, until killed, a cacheable body without
+                                             Content-Length that never ends (chunked, 64 KiB a
+                                             chunk, as fast as it is read).
+surrogate-origin PORT KEY_BYTES              serves, until killed, a cacheable 1 KB body for any
+                                             path with a Surrogate-Key field of KEY_BYTES
+                                             holding keys unique to that path.
 """
 import http.client
 import json
 import socket
 import sys
 import time
+
+# The Surrogate-Key attack's responses carry 200 KB fields, past http.client's 64 KiB line limit.
+http.client._MAXLINE = 1 << 20
 
 
 def unique_paths(port, count, path_bytes, prefix="/"):
@@ -147,6 +161,98 @@ def deception(proxy_port):
                       "victim_page_served_to_attacker": b"account of victim" in data}))
 
 
+def slow_readers(port, count, prefix, rate, seconds):
+    import threading
+
+    results = [None] * count
+
+    def reader(i):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+            s.sendall(f"GET {prefix}{i} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
+            got, status = 0, "none"
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                chunk = s.recv(max(1, rate // 10))
+                if not chunk:
+                    break
+                if got == 0 and chunk.startswith(b"HTTP/"):
+                    status = chunk.split(b" ", 2)[1].decode()
+                got += len(chunk)
+                time.sleep(0.1)
+            s.close()
+            results[i] = (status, got)
+        except OSError as e:
+            results[i] = ("error " + type(e).__name__, 0)
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    statuses = {}
+    for status, _ in results:
+        statuses[status] = statuses.get(status, 0) + 1
+    print(json.dumps({"clients": count, "statuses": statuses,
+                      "bytes_read": sum(g for _, g in results)}))
+
+
+def chunked_origin(port):
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Cache-Control", "max-age=3600")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"%x\r\n%s\r\n" % (65536, b"c" * 65536)
+            try:
+                while True:
+                    self.wfile.write(chunk)
+            except OSError:
+                pass
+            self.close_connection = True
+
+        def log_message(self, *args):
+            pass
+
+    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+def surrogate_origin(port, key_bytes):
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            tag = "".join(c if c.isalnum() else "-" for c in self.path)[-40:]
+            keys, size, j = [], 0, 0
+            while size < key_bytes:
+                k = f"{tag}-{j}"
+                keys.append(k)
+                size += len(k) + 1
+                j += 1
+            body = b"s" * 1024
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Cache-Control", "max-age=3600")
+            self.send_header("Surrogate-Key", " ".join(keys))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "unique-paths":
@@ -159,5 +265,12 @@ if __name__ == "__main__":
         session_origin(int(sys.argv[2]))
     elif cmd == "deception":
         deception(int(sys.argv[2]))
+    elif cmd == "slow-readers":
+        slow_readers(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]),
+                     float(sys.argv[6]))
+    elif cmd == "chunked-origin":
+        chunked_origin(int(sys.argv[2]))
+    elif cmd == "surrogate-origin":
+        surrogate_origin(int(sys.argv[2]), int(sys.argv[3]))
     else:
         sys.exit(f"unknown command {cmd}")

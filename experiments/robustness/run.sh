@@ -14,6 +14,7 @@ COUNT=${COUNT:-100000}
 ATTACK="python3 experiments/robustness/attack.py"
 rm -rf "$WORK"; mkdir -p "$WORK/www" "$OUT"
 head -c 1024 /dev/urandom > "$WORK/www/1k.bin"
+head -c 15000000 /dev/urandom > "$WORK/www/15m.bin"
 echo '<h1>index</h1>' > "$WORK/www/index.html"
 ulimit -n 20000
 
@@ -22,8 +23,11 @@ trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 rss() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }   # KiB
 hwm() { awk '/VmHWM/{print $2}' "/proc/$1/status"; }   # peak RSS, KiB
 # The proxy's documented bound (docs/experiments/robustness.md): its cache capacity plus the free
-# list's eighth and the uncached headers' sixteenth, times 1.5 for the allocator, plus 64 MiB.
-bound_mib() { echo $(( ($1 + $1 / 8 + $1 / 16) * 3 / 2 + 64 )); }
+# list's eighth, the uncached headers' sixteenth and the in-flight budget (inflight_bytes: by
+# default a quarter of the capacity, at least max_object_bytes = 16 MiB or the capacity if
+# smaller), times 1.5 for the allocator, plus 64 MiB.
+inflight_mib() { local q=$(( $1 / 4 )) m=$(( $1 < 16 ? $1 : 16 )); echo $(( q > m ? q : m )); }
+bound_mib() { echo $(( ($1 + $1 / 8 + $1 / 16 + $(inflight_mib "$1")) * 3 / 2 + 64 )); }
 over=()   # rows whose peak RSS exceeded the bound; the script fails at the end if any
 check_bound() { # PID CAPACITY_MIB ROW
   local peak=$(( $(hwm "$1") / 1024 ))
@@ -32,6 +36,8 @@ check_bound() { # PID CAPACITY_MIB ROW
 commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates Cargo.lock || echo +changes)"
 metric() { curl -s "http://127.0.0.1:$1/_slipstream/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
 wait_port() { for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0; sleep 0.1; done; return 1; }
+# For a server whose answers never end: only that it accepts connections.
+wait_listen() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 row() { echo "| $1 | $2 | $3 | $4 |" >> "$OUT/results.md"; }
 
 {
@@ -123,6 +129,52 @@ row "reverse proxy (defaults): /account.php/x.css with a session cookie, then wi
     "" "victim's page served to the other client: $(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["victim_page_served_to_attacker"])')"
 echo "$out" | python3 -c 'import json,sys; sys.exit(1 if json.load(sys.stdin)["victim_page_served_to_attacker"] else 0)' || failed+=("deception: $out")
 kill $R $O; wait $R $O 2>/dev/null || true
+
+# 8. Slow readers (issue 40): 60 clients, each a unique query string of a cacheable 15 MB file,
+# each reading 256 KB/s for 15 s, through a fresh proxy (16 MiB cache).
+"$BIN" proxy --listen 127.0.0.1:18707 --origin http://127.0.0.1:18701 --cache-size 16MiB >/dev/null & pids+=($!); P=$!
+wait_port 18707
+before=$(rss $P)
+out=$($ATTACK slow-readers 18707 60 "/15m.bin?q=" 262144 15)
+after=$(rss $P)
+row "proxy (16 MiB cache): 60 slow readers (256 KB/s for 15 s) of a cacheable 15 MB file under unique query strings" \
+    "$(echo "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["statuses"], r["bytes_read"], "bytes read")')" \
+    "$((before / 1024)) → $((after / 1024))" "peak $(( $(hwm $P) / 1024 )) MiB, bound $(bound_mib 16) MiB; in flight after: $(metric 18707 slipstream_inflight_bytes) bytes; not stored for the budget: $(metric 18707 'slipstream_store_skipped_total{reason="budget"}')"
+check_bound $P 16 "slow readers"
+kill $P; wait $P 2>/dev/null || true
+
+# 9. A cacheable body that never ends (chunked): 8 clients reading 1 MB/s for 10 s.
+$ATTACK chunked-origin 18708 & pids+=($!); O=$!
+"$BIN" proxy --listen 127.0.0.1:18709 --origin http://127.0.0.1:18708 --cache-size 16MiB >/dev/null & pids+=($!); P=$!
+wait_listen 18708; wait_listen 18709
+before=$(rss $P)
+out=$($ATTACK slow-readers 18709 8 "/endless?q=" 1048576 10)
+after=$(rss $P)
+row "proxy (16 MiB cache): 8 clients reading a cacheable chunked body that never ends (1 MB/s for 10 s)" \
+    "$(echo "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["statuses"], r["bytes_read"], "bytes read")')" \
+    "$((before / 1024)) → $((after / 1024))" "peak $(( $(hwm $P) / 1024 )) MiB, bound $(bound_mib 16) MiB; in flight after: $(metric 18709 slipstream_inflight_bytes) bytes"
+check_bound $P 16 "endless chunked body"
+kill $P $O; wait $P $O 2>/dev/null || true
+
+# 10. A unique 200 KB Surrogate-Key per response, through a forward proxy (1,000 responses) and
+# a reverse proxy (4,000), both with 16 MiB caches: any website can send these to a forward proxy.
+$ATTACK surrogate-origin 18710 200000 & pids+=($!); O=$!
+printf '[proxy]\nallow_destinations = ["127.0.0.1/32"]\n' > "$WORK/forward.toml"
+"$BIN" proxy --config "$WORK/forward.toml" --listen 127.0.0.1:18711 --cache-size 16MiB >/dev/null & pids+=($!); F=$!
+"$BIN" proxy --listen 127.0.0.1:18712 --origin http://127.0.0.1:18710 --cache-size 16MiB >/dev/null & pids+=($!); R=$!
+wait_listen 18710; wait_listen 18711; wait_listen 18712
+for mode in forward reverse; do
+  if [ $mode = forward ]; then port=18711; pid=$F; n=1000; prefix="http://127.0.0.1:18710/s?q="
+  else port=18712; pid=$R; n=4000; prefix="/s?q="; fi
+  before=$(rss $pid)
+  out=$($ATTACK unique-paths $port $n 40 "$prefix")
+  after=$(rss $pid)
+  row "$mode proxy (16 MiB cache): $n responses, each with a unique 200 KB Surrogate-Key" \
+      "$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["statuses"])')" \
+      "$((before / 1024)) → $((after / 1024))" "peak $(( $(hwm $pid) / 1024 )) MiB, bound $(bound_mib 16) MiB; surrogate keys indexed after: $(metric $port slipstream_surrogate_keys); cache used $(metric $port slipstream_cache_used_bytes) bytes"
+  check_bound $pid 16 "$mode surrogate keys"
+done
+kill $F $R $O; wait $F $R $O 2>/dev/null || true
 
 echo "wrote $OUT/results.md" >&2
 if [ ${#over[@]} -gt 0 ]; then

@@ -134,6 +134,17 @@ impl Metrics {
         );
         let w = weak.clone();
         self.registry.gauge(
+            "slipstream_surrogate_keys",
+            "Distinct surrogate keys indexed (keys of stored entries only).",
+            &[],
+            move || {
+                w.upgrade()
+                    .and_then(|i| i.store.as_ref().map(|s| s.surrogate_index().1 as f64))
+                    .unwrap_or(0.0)
+            },
+        );
+        let w = weak.clone();
+        self.registry.gauge(
             "slipstream_inflight_bytes",
             "Bytes buffered for responses under way, charged to inflight_bytes.",
             &[],

@@ -268,7 +268,8 @@ impl SignedObject {
     /// SHA-256 over the signature and the signed object (the encoding less its header and
     /// key), streamed without copying the body: what a store keeps beside an object it has
     /// verified, so that a copy altered since can be told from it without checking the
-    /// signature again (a hash is some 50 times cheaper for small objects).
+    /// signature again (about 40 times cheaper for a 1 KB body, 2 to 5 times for 16 KB to
+    /// 1 MB ones; `store::tests::digest_cost`).
     pub fn digest(&self) -> [u8; 32] {
         let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
         put_bytes(&mut ctx, &self.signature);

@@ -405,9 +405,10 @@ fn a_node_never_serves_a_body_damaged_at_rest_and_never_panics_on_its_store() {
 
     println!(
         "integrity at rest: {flips} bytes flipped over {ROUNDS} rounds ({kills} SIGKILLs, one \
-         mid-write), a truncated file, {restarts} restarts; {OBJECTS}+20 objects fetched after \
-         each; wrong bodies served: {}; objects quarantined: {quarantined}; files moved aside: \
+         mid-write), a truncated file, {restarts} restarts; every object ({OBJECTS}, then \
+         {}) fetched after each; wrong bodies served: {}; objects quarantined: {quarantined}; files moved aside: \
          {}; own-store hits: {}",
+        site_all.urls.len(),
         tally.wrong,
         moved_aside(data.path()),
         tally.store_hits

@@ -234,7 +234,10 @@ async fn fetch(
             return (passthrough(inner, res_parts, body, status), None);
         }
     };
-    if plain(&parts.headers) && length.is_none_or(|n| n > TEE_ABOVE) {
+    // A response with no body to stream (a 204, an empty one) is stored at once: a client
+    // connection may never ask for its end.
+    let empty = res_parts.status == StatusCode::NO_CONTENT || http_body::Body::is_end_stream(&body);
+    if plain(&parts.headers) && !empty && length.is_none_or(|n| n > TEE_ABOVE) {
         inner.metrics.miss(length.unwrap_or(0) as usize);
         let response = teed(
             inner,

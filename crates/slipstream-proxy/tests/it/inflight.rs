@@ -121,3 +121,21 @@ async fn a_client_that_leaves_mid_body_releases_its_charge_and_stores_nothing() 
     wait_for_metric(p, INFLIGHT, |v| v == 0.0).await;
     assert_eq!(metric(p, "slipstream_cache_used_bytes").await, 0.0);
 }
+
+#[tokio::test]
+async fn a_cacheable_204_is_stored_though_it_has_no_body_to_tee() {
+    let origin = Origin::default();
+    origin.set(
+        "/none",
+        Reply::ok("", &[("cache-control", "max-age=600")]).status(204),
+    );
+    let p = proxy(reverse("edge", origin.start().await)).await;
+    assert_eq!(get(p, "/none", &[]).await.status, 204);
+    let second = get(p, "/none", &[]).await;
+    assert!(
+        second.cache_status().contains("hit"),
+        "{}",
+        second.cache_status()
+    );
+    assert_eq!(origin.hits("/none"), 1);
+}

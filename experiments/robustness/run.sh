@@ -176,6 +176,83 @@ for mode in forward reverse; do
 done
 kill $F $R $O; wait $F $R $O 2>/dev/null || true
 
+# 11-14: the cluster parts (issue 40), with attack_cluster.py.
+CLUSTER="python3 experiments/robustness/attack_cluster.py"
+check_peak() { # PID BOUND_MIB ROW
+  local peak=$(( $(hwm "$1") / 1024 ))
+  [ "$peak" -le "$2" ] || over+=("$3: peak $peak MiB over the bound $2 MiB")
+}
+
+# 11. NPS: 50,000 GETs of the prefetching origin's page under unique 14 KB query strings, each
+# with its own User-Agent, then 100,000 under unique 400-byte ones (short enough to be learnt).
+# Bound: 32 MiB + twice max_url_bytes (16 MiB) + 32 MiB for contexts and clients = 96 MiB.
+"$BIN" serve "$WORK/www" --listen 127.0.0.1:18713 --prefetch --set prefetch.probe_path=/index.html >/dev/null & pids+=($!); N=$!
+wait_port 18713
+for q in "50000 14000" "100000 400"; do
+  set -- $q
+  before=$(rss $N)
+  out=$($CLUSTER nps-flood 18713 "$1" "$2")
+  after=$(rss $N)
+  row "serve --prefetch (defaults): $1 GETs of /index.html under unique $2-byte query strings, each with its own User-Agent" \
+      "$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["statuses"])')" \
+      "$((before / 1024)) → $((after / 1024))" "peak $(( $(hwm $N) / 1024 )) MiB, bound 96 MiB"
+  check_peak $N 96 "nps $2-byte queries"
+done
+kill $N; wait $N 2>/dev/null || true
+
+# 12. A cooperative cache node (gateway + manager, 16 MiB store): 60,000 unique cacheable URLs
+# through its browser proxy. Bound: the proxy's for 16 MiB.
+"$BIN" node keygen "$WORK/provider.key" > "$WORK/provider.id"
+"$BIN" node --listen 127.0.0.1:18714 --provider "$(cat "$WORK/provider.id")" --provider-key "$WORK/provider.key" \
+  --role gateway --role manager --cache-size 16MiB --set 'proxy.allow_destinations=["127.0.0.1/32"]' >/dev/null 2>&1 & pids+=($!); C=$!
+wait_port 18714
+before=$(rss $C)
+out=$($CLUSTER forward-unique 18714 60000 "http://127.0.0.1:18701/1k.bin")
+after=$(rss $C)
+row "coop node, gateway + manager (16 MiB store): 60,000 unique cacheable URLs through its browser proxy" \
+    "$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["statuses"])')" \
+    "$((before / 1024)) → $((after / 1024))" "peak $(( $(hwm $C) / 1024 )) MiB, bound $(bound_mib 16) MiB; store: $(curl -s http://127.0.0.1:18714/_slipstream/coop | python3 -c 'import json,sys; s=json.load(sys.stdin)["store"]; print(s["objects"], "objects,", s["bytes"], "bytes")')"
+check_bound $C 16 "coop unique URLs"
+kill $C; wait $C 2>/dev/null || true
+
+# 13. Web++: a member with the cluster secret that lifted its own caps writes 3,000 entries of
+# about 3.9 KB (12 MB); an honest member with the defaults (max_node_bytes 4 MiB) takes its
+# part. Bound: 32 MiB + 16 times the per-node cap = 96 MiB.
+TOKEN=robustness-token-0123456789
+mkdir -p "$WORK/honest" "$WORK/greedy"
+"$BIN" serve "$WORK/www" --listen 127.0.0.1:18715 --set cluster.gossip_listen=127.0.0.1:18716 \
+  --set cluster.name=honest --set cluster.token=$TOKEN --set cluster.data_dir="$WORK/honest" \
+  --set 'cluster.publish=["/*"]' >/dev/null 2>&1 & pids+=($!); H=$!
+wait_port 18715
+"$BIN" serve "$WORK/www" --listen 127.0.0.1:18717 --set cluster.gossip_listen=127.0.0.1:18718 \
+  --set cluster.name=greedy --set cluster.token=$TOKEN --set cluster.data_dir="$WORK/greedy" \
+  --cluster-seed 127.0.0.1:18716 --set cluster.max_node_bytes=64MiB --set cluster.max_node_entries=100000 >/dev/null 2>&1 & pids+=($!); G=$!
+wait_port 18717
+before=$(rss $H)
+out=$($CLUSTER replica-flood 18717 3000 $TOKEN)
+published=$(curl -s http://127.0.0.1:18717/_slipstream/directory | python3 -c 'import json,sys; print(json.load(sys.stdin)["state_version"])')
+for _ in $(seq 300); do   # until the honest member has heard the greedy one's whole state
+  heard=$(curl -s http://127.0.0.1:18715/_slipstream/directory | python3 -c 'import json,sys; print(json.load(sys.stdin)["nodes"].get("greedy", {}).get("state_version", 0))')
+  [ "$heard" -ge "$published" ] && break; sleep 0.1
+done
+after=$(rss $H)
+row "Web++ member (defaults): a member with the secret and its own caps lifted writes 3,000 entries of 3.9 KB" \
+    "$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["statuses"])') at the greedy member" \
+    "$((before / 1024)) → $((after / 1024))" "peak $(( $(hwm $H) / 1024 )) MiB, bound 96 MiB; heard state $heard of $published; entries taken: $(curl -s http://127.0.0.1:18715/_slipstream/directory | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(e["node"] == "greedy" for e in d["entries"]))')"
+check_peak $H 96 "greedy gossip member"
+kill $G; wait $G 2>/dev/null || true
+
+# 14. Web++: 10,000 datagrams a stranger can send to a member's gossip port (random bytes,
+# unsealed SYNs, some listing 1,070 nodes, cut and made-up envelopes).
+before=$(rss $H)
+out=$($CLUSTER gossip-forge 18716 10000 18715)
+after=$(rss $H)
+row "Web++ member: 10,000 forged gossip datagrams (random, unsealed SYNs of 3 and 1,070 nodes, cut, made-up envelopes)" \
+    "$(echo "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["refused"], "of", r["sent"], "dropped:", r["by_reason"])')" \
+    "$((before / 1024)) → $((after / 1024))" "the member still lists $(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["nodes"])'); entries unchanged: $(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["entries"])')"
+echo "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); sys.exit(0 if r["refused"] == r["sent"] else 1)' || failed+=("gossip forge: $out")
+kill $H; wait $H 2>/dev/null || true
+
 echo "wrote $OUT/results.md" >&2
 if [ ${#over[@]} -gt 0 ]; then
   printf 'over the documented bound: %s\n' "${over[@]}" >&2

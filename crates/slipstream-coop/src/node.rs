@@ -398,9 +398,49 @@ pub fn accept_datetime(req: &request::Parts) -> Result<Option<u64>, String> {
     Ok(Some(rules::unix_ms(t)))
 }
 
-/// What the browser proxy made of one request (kept in the request's context).
-#[derive(Debug, Clone, Copy)]
-struct Outcome(&'static str);
+/// What the browser proxy made of one request (kept in the request's context), which its
+/// `Cache-Status` member says.
+#[derive(Debug, Clone)]
+enum Outcome {
+    /// Found nowhere: the origin answered.
+    Miss,
+    /// Found, but not fresh enough for the request: the origin answered.
+    Stale,
+    /// A past version answered.
+    Memento,
+    /// This node's own store answered.
+    Store,
+    /// A peer sent it, found through its digest (`nearby`) or the DHT (`dht`).
+    Peer {
+        /// Who sent it.
+        from: Option<libp2p::PeerId>,
+        /// How it was found.
+        via: &'static str,
+    },
+}
+
+impl Outcome {
+    /// The coop's Cache-Status member (RFC 9211 §2) for a response with status `status`.
+    fn member(&self, status: u16) -> String {
+        match self {
+            Outcome::Miss => format!("slipstream-coop; fwd=miss; fwd-status={status}"),
+            Outcome::Stale => format!("slipstream-coop; fwd=stale; fwd-status={status}"),
+            Outcome::Memento => "slipstream-coop; hit; detail=memento".to_owned(),
+            Outcome::Store => "slipstream-coop; hit; detail=store".to_owned(),
+            Outcome::Peer { from, via } => {
+                let peer = from.map(|p| short_id(&p)).unwrap_or_else(|| "?".into());
+                format!("slipstream-coop; hit; detail=\"peer {peer} via {via}\"")
+            }
+        }
+    }
+}
+
+/// A peer id's short form in logs and headers: its last eight characters (every Ed25519 id
+/// begins `12D3KooW`).
+pub fn short_id(peer: &libp2p::PeerId) -> String {
+    let s = peer.to_base58();
+    s[s.len().saturating_sub(8)..].to_owned()
+}
 
 /// The browser proxy role, a phase of the caching proxy.
 #[derive(Debug, Clone)]
@@ -490,7 +530,7 @@ impl Phase for BrowserProxy {
                 roles::lookup_at(&node.client, &providers, &url, at_ms, budget).await
             {
                 node.lookups.memento.fetch_add(1, Ordering::Relaxed);
-                ctx.extensions.insert(Outcome("memento"));
+                ctx.extensions.insert(Outcome::Memento);
                 return Some(Self::memento(&found, &url));
             }
             // Nothing that old: the resource as it is (no Memento-Datetime says so).
@@ -500,22 +540,29 @@ impl Phase for BrowserProxy {
             roles::lookup(&node.client, &providers, &url, node.settings.lookup_budget).await;
         let Some(found) = found else {
             node.lookups.miss.fetch_add(1, Ordering::Relaxed);
-            ctx.extensions.insert(Outcome("miss"));
+            ctx.extensions.insert(Outcome::Miss);
             node.hint(url);
             return None;
         };
         let Some(res) = self.answer(&found, req) else {
             node.lookups.stale.fetch_add(1, Ordering::Relaxed);
-            ctx.extensions.insert(Outcome("stale"));
+            ctx.extensions.insert(Outcome::Stale);
             return None;
         };
-        let (counter, detail) = match found.via {
-            Via::Store => (&node.lookups.store, "store"),
-            Via::Nearby => (&node.lookups.nearby, "nearby"),
-            Via::Dht => (&node.lookups.dht, "dht"),
+        let from = found.from;
+        let (counter, outcome) = match found.via {
+            Via::Store => (&node.lookups.store, Outcome::Store),
+            Via::Nearby => (
+                &node.lookups.nearby,
+                Outcome::Peer {
+                    from,
+                    via: "nearby",
+                },
+            ),
+            Via::Dht => (&node.lookups.dht, Outcome::Peer { from, via: "dht" }),
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        ctx.extensions.insert(Outcome(detail));
+        ctx.extensions.insert(outcome);
         if found.via == Via::Dht {
             // A slow hit (§4.4): the manager brings a replica nearer.
             node.hint(url);
@@ -524,16 +571,13 @@ impl Phase for BrowserProxy {
     }
 
     fn response_filter(&self, ctx: &mut Ctx, res: &mut response::Parts) {
-        let Some(Outcome(what)) = ctx.extensions.get::<Outcome>().copied() else {
+        let Some(outcome) = ctx.extensions.get::<Outcome>() else {
             return;
         };
-        let member = match what {
-            "miss" | "stale" => format!("slipstream-coop; fwd={what}"),
-            "memento" => "slipstream-coop; hit; detail=memento".to_owned(),
-            via => format!("slipstream-coop; hit; detail={via}"),
-        };
+        let member = outcome.member(res.status.as_u16());
         // RFC 9211: members run from the origin's side to the client's. The cooperative cache
-        // stands between the origin and this node's proxy, whose member is already there.
+        // stands between the origin and this node's proxy, whose member is already there on a
+        // miss; on a hit the proxy adds none (the phase that answered speaks for the response).
         let name = HeaderName::from_static("cache-status");
         let value = match res.headers.get(&name).and_then(|v| v.to_str().ok()) {
             Some(rest) if !rest.is_empty() => format!("{member}, {rest}"),

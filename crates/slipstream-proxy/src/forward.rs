@@ -37,16 +37,23 @@ pub(crate) async fn forward(
             store.remove(&uri.to_string());
         }
     }
+    let (mut res_parts, body) = response.into_parts();
+    if ctx.upstream.as_deref() == Some(crate::upstream::PHASE) {
+        // A phase supplied the response (a cooperative cache's hit): this proxy neither
+        // forwarded it nor stored it, so the phase's own Cache-Status member speaks for it
+        // rather than a `fwd=uri-miss` that would say the origin answered.
+        headers::strip_hop_by_hop(&mut res_parts.headers);
+        return Response::from_parts(res_parts, body);
+    }
     let status = Status {
         fwd: Some(if method == Method::GET || method == Method::HEAD {
             "uri-miss"
         } else {
             "request"
         }),
-        fwd_status: Some(response.status().as_u16()),
+        fwd_status: Some(res_parts.status.as_u16()),
         ..Status::default()
     };
-    let (mut res_parts, body) = response.into_parts();
     if !inner.phases.is_empty() {
         inner.phases.upstream_response_filter(ctx, &mut res_parts);
     }

@@ -48,6 +48,9 @@ use slipstream_select::{Outcome, Select};
 
 use crate::access::{Access, ResolveError};
 
+/// `Ctx::upstream` when a phase supplied the response ([`Phases::upstream_fetch`]).
+pub const PHASE: &str = "phase";
+
 /// A request body going upstream: the client's own, or bytes we made (usually empty).
 pub type UpBody = Either<Incoming, Full<Bytes>>;
 
@@ -576,7 +579,7 @@ impl Upstreams {
     ) -> Result<Response<Body>, UpstreamError> {
         if !phases.is_empty() {
             if let Some(response) = phases.upstream_fetch(ctx, &parts).await {
-                ctx.upstream = Some("phase".into());
+                ctx.upstream = Some(PHASE.into());
                 return Ok(response);
             }
         }

@@ -592,3 +592,53 @@ fn accept_datetime_travels_to_a_past_version() {
     assert_eq!(r.status, 400);
     assert!(String::from_utf8_lossy(&r.body).contains("not an HTTP-date"));
 }
+
+/// The last eight characters of the peer id in a `/p2p/` address (the node's short form).
+fn short_of(p2p: &str) -> String {
+    let id = p2p.rsplit('/').next().unwrap();
+    id[id.len() - 8..].to_owned()
+}
+
+#[test]
+fn cache_status_says_whether_the_store_a_peer_or_the_origin_answered() {
+    let s = setup(&[("a.txt", "aaa\n")], &[]);
+    let url = format!("http://{}/a.txt", s.origin.addr);
+    let gateway = node(&[
+        "--provider-key",
+        &s.key,
+        "--role",
+        "gateway",
+        "--role",
+        "manager",
+    ]);
+    let g = gateway.node.addr;
+    let cache = node(&["--provider", &s.provider, "--bootstrap", &gateway.p2p]);
+    let a = cache.node.addr;
+
+    // A miss: the origin answered, and no member says hit.
+    let (st, _, cs) = fetch(a, &url);
+    assert_eq!(st, 200);
+    assert!(
+        cs.starts_with("slipstream-coop; fwd=miss; fwd-status=200"),
+        "{cs}"
+    );
+    assert!(!cs.contains("hit"), "{cs}");
+
+    // The miss hint makes the manager (the gateway's node) keep a replica.
+    wait_until(g, "the gateway holds it", |s| holds(s, &url));
+
+    // A peer's hit names the peer; this node's proxy adds no `fwd=` of its own.
+    let (st, body, cs) = fetch(a, &url);
+    assert_eq!((st, body.as_slice()), (200, &b"aaa\n"[..]));
+    let peer = short_of(&gateway.p2p);
+    assert!(
+        cs.starts_with(&format!("slipstream-coop; hit; detail=\"peer {peer} via ")),
+        "{cs}"
+    );
+    assert!(!cs.contains("fwd="), "{cs}");
+
+    // The node's own store's hit.
+    let (st, body, cs) = fetch(g, &url);
+    assert_eq!((st, body.as_slice()), (200, &b"aaa\n"[..]));
+    assert_eq!(cs, "slipstream-coop; hit; detail=store");
+}

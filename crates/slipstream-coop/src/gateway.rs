@@ -8,7 +8,13 @@
 //! no new version; a changed response becomes the next version (what a monitor pushes).
 //! Requests reach it through the node's role task ([`crate::roles`]). Only `http://` origins
 //! for now.
+//!
+//! A URL is any peer's to name, so the gateway's fetch follows the destination rules of the
+//! node's browser proxy ([`Access`]: `[proxy] allow_destinations`, the node's own listeners
+//! never): loopback, private, link-local and the like are refused unless listed, on every
+//! address the name resolves to, before anything is connected.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -17,6 +23,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use libp2p::identity::{Keypair, PublicKey};
+
+use slipstream_proxy::access::Access;
 
 use crate::net::Client;
 use crate::object::{Guid, MAX_BODY_BYTES};
@@ -34,18 +42,21 @@ pub struct Gateway {
     provider: Keypair,
     http: HttpClient<HttpConnector, Empty<Bytes>>,
     timeout: Duration,
+    /// Where a fetch may go.
+    access: Arc<Access>,
 }
 
 impl Gateway {
     /// A gateway signing with `provider`, holding objects through `client` (whose node must
-    /// trust `provider`'s public key).
-    pub fn new(client: Client, provider: Keypair) -> Gateway {
+    /// trust `provider`'s public key), fetching only what `access` allows.
+    pub fn new(client: Client, provider: Keypair, access: Arc<Access>) -> Gateway {
         let http = HttpClient::builder(TokioExecutor::new()).build(HttpConnector::new());
         Gateway {
             client,
             provider,
             http,
             timeout: Duration::from_secs(10),
+            access,
         }
     }
 
@@ -62,7 +73,24 @@ impl Gateway {
         if uri.scheme_str() != Some("http") || uri.host().is_none() {
             return Err(format!("`{url}`: only absolute http:// URLs are fetched"));
         }
-        let req = http::Request::get(uri.clone())
+        let (Some(host), Some(authority)) = (uri.host(), uri.authority()) else {
+            return Err(format!("`{url}`: only absolute http:// URLs are fetched"));
+        };
+        // Resolved once and checked here; the connection goes to an address that passed, so
+        // a second answer of the resolver cannot lead elsewhere.
+        let to = self
+            .access
+            .resolve(host, uri.port_u16().unwrap_or(80))
+            .await
+            .map_err(|e| format!("not fetched: {e}"))?;
+        let target = http::Uri::builder()
+            .scheme("http")
+            .authority(to[0].to_string())
+            .path_and_query(uri.path_and_query().map_or("/", |p| p.as_str()))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let req = http::Request::get(target)
+            .header(http::header::HOST, authority.as_str())
             .header(http::header::USER_AGENT, "slipstream-gateway")
             .body(Empty::new())
             .map_err(|e| e.to_string())?;

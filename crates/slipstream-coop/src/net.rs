@@ -348,6 +348,7 @@ enum Command {
     },
     Peers(oneshot::Sender<Vec<PeerInfo>>),
     Addresses(oneshot::Sender<Vec<Multiaddr>>),
+    Listeners(oneshot::Sender<Vec<Multiaddr>>),
     Respond(ResponseChannel<CoopResponse>, CoopResponse),
     Nearby(Guid, oneshot::Sender<Vec<(PeerId, usize)>>),
     Ask {
@@ -407,6 +408,11 @@ impl Client {
     /// The addresses the node listens on, with its peer id.
     pub async fn addresses(&self) -> Vec<Multiaddr> {
         self.ask(Command::Addresses).await.unwrap_or_default()
+    }
+
+    /// The sockets the swarm listens on (not the external addresses it announces).
+    pub async fn listeners(&self) -> Vec<Multiaddr> {
+        self.ask(Command::Listeners).await.unwrap_or_default()
     }
 
     /// Connected peers.
@@ -859,6 +865,9 @@ impl EventLoop {
                     .collect();
                 near.sort_by_key(|(_, l)| *l);
                 let _ = done.send(near);
+            }
+            Command::Listeners(done) => {
+                let _ = done.send(self.swarm.listeners().cloned().collect());
             }
             Command::Addresses(done) => {
                 let me = *self.swarm.local_peer_id();

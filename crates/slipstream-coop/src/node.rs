@@ -11,6 +11,7 @@
 //! - [`StatusEndpoint`]: `GET /_slipstream/coop`, the node's peers, objects and lookups by
 //!   outcome as JSON (the status page draws them).
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -25,6 +26,7 @@ use slipstream_http_rules::rfc9111::Reuse;
 use slipstream_node::respond::text;
 use slipstream_node::router::read_only;
 use slipstream_node::{Ctx, Endpoint, Phase};
+use slipstream_proxy::access::Access;
 
 use crate::config::{Role, Settings};
 use crate::gateway::Gateway;
@@ -101,6 +103,9 @@ pub struct CoopNode {
     manager: Option<Manager>,
     /// Permits for hints in flight.
     hints: Arc<tokio::sync::Semaphore>,
+    /// Where the browser proxy and the gateway may go: the `[proxy]` rules with the node's
+    /// peer-to-peer listeners added to its own.
+    access: Arc<Access>,
 }
 
 impl CoopNode {
@@ -112,6 +117,12 @@ impl CoopNode {
     /// The validated `[coop]` table.
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The destination rules of the node's browser proxy and gateway: those it was started
+    /// with, its peer-to-peer listeners added to the addresses never reached.
+    pub fn access(&self) -> &Arc<Access> {
+        &self.access
     }
 
     /// The lookups so far.
@@ -190,6 +201,17 @@ impl CoopNode {
                 "updates_ignored": g(&net.updates_ignored),
             },
         })
+    }
+
+    /// Whether the proxy's destination rules let `req`'s target be reached. A target they
+    /// refuse is not looked up either: its answer is the proxy's 403, never a copy that a
+    /// gateway with other rules fetched.
+    async fn reachable(&self, req: &request::Parts) -> bool {
+        let Some(host) = req.uri.host() else {
+            return false;
+        };
+        let port = req.uri.port_u16().unwrap_or(80);
+        self.access.resolve(host, port).await.is_ok()
     }
 
     /// Sends a hint about `url` to a cache manager, off the request path.
@@ -282,8 +304,10 @@ pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()
 }
 
 /// Starts the node's peer-to-peer side in the current runtime: its store (restored from disk),
-/// the swarm, the roles, the gateway's monitors.
-pub async fn start(settings: Settings) -> Result<Arc<CoopNode>, StartError> {
+/// the swarm, the roles, the gateway's monitors. `access` is the browser proxy's destination
+/// rules; the gateway fetches by them too, and the swarm's listeners join the node's own
+/// addresses that neither ever reaches ([`CoopNode::access`]).
+pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNode>, StartError> {
     let key = identity(&settings)?;
     let path = settings.data_dir.as_ref().map(|d| d.join(STORE_FILE));
     let name = path.as_ref().map(|p| p.display().to_string());
@@ -329,6 +353,7 @@ pub async fn start(settings: Settings) -> Result<Arc<CoopNode>, StartError> {
         .map_err(|e| StartError::Net(e.to_string()))?;
     let queue = (!settings.roles.is_empty()).then(|| event_loop.accept_role_requests(64));
     tokio::spawn(event_loop.run());
+    let access = with_listeners(&client, &settings, &access).await;
     let mut own_manager = None;
     if let Some(queue) = queue {
         let gateway = match (
@@ -336,7 +361,7 @@ pub async fn start(settings: Settings) -> Result<Arc<CoopNode>, StartError> {
             settings.roles.contains(&Role::Gateway),
         ) {
             (Some(key), true) => {
-                let g = Gateway::new(client.clone(), key.clone());
+                let g = Gateway::new(client.clone(), key.clone(), access.clone());
                 g.announce().await;
                 for url in &settings.monitor {
                     tokio::spawn(g.clone().monitor(url.clone(), settings.monitor_period));
@@ -371,7 +396,57 @@ pub async fn start(settings: Settings) -> Result<Arc<CoopNode>, StartError> {
         started: Instant::now(),
         manager: own_manager,
         hints: Arc::new(tokio::sync::Semaphore::new(MAX_HINTS_IN_FLIGHT)),
+        access,
     }))
+}
+
+/// `access` with the swarm's listening sockets among the node's own addresses, once the swarm
+/// has bound them (moments; without one within five seconds, those it has). A wildcard listen
+/// address stands for its port on every address of this host.
+async fn with_listeners(client: &Client, settings: &Settings, access: &Access) -> Arc<Access> {
+    let mut listeners = client.listeners().await;
+    for _ in 0..500 {
+        if !listeners.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        listeners = client.listeners().await;
+    }
+    let wildcard = settings
+        .p2p_listen
+        .iter()
+        .filter_map(socket_of)
+        .any(|a| a.ip().is_unspecified());
+    let mut access = access.clone();
+    for a in listeners.iter().filter_map(socket_of) {
+        access.own.push(a);
+        if wildcard {
+            access.own.push(std::net::SocketAddr::new(
+                Ipv4Addr::UNSPECIFIED.into(),
+                a.port(),
+            ));
+            access.own.push(std::net::SocketAddr::new(
+                Ipv6Addr::UNSPECIFIED.into(),
+                a.port(),
+            ));
+        }
+    }
+    Arc::new(access)
+}
+
+/// The IP address and TCP port of a multiaddr like `/ip4/…/tcp/…`.
+fn socket_of(addr: &libp2p::Multiaddr) -> Option<std::net::SocketAddr> {
+    use libp2p::multiaddr::Protocol;
+    let mut parts = addr.iter();
+    let ip: IpAddr = match parts.next()? {
+        Protocol::Ip4(ip) => ip.into(),
+        Protocol::Ip6(ip) => ip.into(),
+        _ => return None,
+    };
+    match parts.next()? {
+        Protocol::Tcp(port) => Some(std::net::SocketAddr::new(ip, port)),
+        _ => None,
+    }
 }
 
 /// The request field that asks for a past version (RFC 7089 §2.1.1).
@@ -402,8 +477,12 @@ pub fn accept_datetime(req: &request::Parts) -> Result<Option<u64>, String> {
 /// `Cache-Status` member says.
 #[derive(Debug, Clone)]
 enum Outcome {
-    /// Found nowhere: the origin answered.
-    Miss,
+    /// Found nowhere: the request goes to the origin, and a miss hint follows if the origin
+    /// answers (a failed fetch sends none: a manager would only fail again).
+    Miss {
+        /// The request's URL.
+        url: String,
+    },
     /// Found, but not fresh enough for the request: the origin answered.
     Stale,
     /// A past version answered.
@@ -423,7 +502,7 @@ impl Outcome {
     /// The coop's Cache-Status member (RFC 9211 §2) for a response with status `status`.
     fn member(&self, status: u16) -> String {
         match self {
-            Outcome::Miss => format!("slipstream-coop; fwd=miss; fwd-status={status}"),
+            Outcome::Miss { .. } => format!("slipstream-coop; fwd=miss; fwd-status={status}"),
             Outcome::Stale => format!("slipstream-coop; fwd=stale; fwd-status={status}"),
             Outcome::Memento => "slipstream-coop; hit; detail=memento".to_owned(),
             Outcome::Store => "slipstream-coop; hit; detail=store".to_owned(),
@@ -518,7 +597,7 @@ impl Phase for BrowserProxy {
 
     async fn upstream_fetch(&self, ctx: &mut Ctx, req: &request::Parts) -> Option<Response<Body>> {
         let node = &self.0;
-        if rules::precheck(req).is_err() {
+        if rules::precheck(req).is_err() || !node.reachable(req).await {
             node.lookups.bypass.fetch_add(1, Ordering::Relaxed);
             return None;
         }
@@ -540,8 +619,7 @@ impl Phase for BrowserProxy {
             roles::lookup(&node.client, &providers, &url, node.settings.lookup_budget).await;
         let Some(found) = found else {
             node.lookups.miss.fetch_add(1, Ordering::Relaxed);
-            ctx.extensions.insert(Outcome::Miss);
-            node.hint(url);
+            ctx.extensions.insert(Outcome::Miss { url });
             return None;
         };
         let Some(res) = self.answer(&found, req) else {
@@ -575,6 +653,14 @@ impl Phase for BrowserProxy {
             return;
         };
         let member = outcome.member(res.status.as_u16());
+        if let Outcome::Miss { url } = outcome {
+            // Only a response from the origin: not the proxy's own answer (a refused
+            // destination, a failed connection) nor a server error.
+            let answered = ctx.upstream.is_some() && !res.status.is_server_error();
+            if answered {
+                self.0.hint(url.clone());
+            }
+        }
         // RFC 9211: members run from the origin's side to the client's. The cooperative cache
         // stands between the origin and this node's proxy, whose member is already there on a
         // miss; on a hit the proxy adds none (the phase that answered speaks for the response).

@@ -16,6 +16,7 @@ use libp2p_swarm_test::SwarmExt as _;
 use slipstream_coop::gateway::{service_guid, Gateway};
 use slipstream_coop::roles::{self, Manager};
 use slipstream_coop::{Client, CoopBehaviour, EventLoop, FetchError, NetConfig, Store};
+use slipstream_proxy::access::Access;
 
 /// An origin: `/page` cacheable for a minute (its body from `body`), `/private` private.
 async fn origin(body: Arc<parking_lot::Mutex<&'static str>>) -> std::net::SocketAddr {
@@ -70,6 +71,51 @@ struct Node {
     addr: Multiaddr,
 }
 
+/// Destination rules that let a gateway reach the test origins on loopback.
+fn loopback_origins() -> Arc<Access> {
+    let mut a = closed();
+    a.destinations = vec!["127.0.0.0/8".parse().unwrap()];
+    Arc::new(a)
+}
+
+/// The default destination rules: nothing internal.
+fn closed() -> Access {
+    Access {
+        clients: Vec::new(),
+        destinations: Vec::new(),
+        listener: "127.0.0.1:0".parse().unwrap(),
+        own: Vec::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_refuses_to_fetch_an_internal_or_its_own_address_and_connects_nothing() {
+    let provider = Keypair::generate_ed25519();
+    let gateway = node(&provider, Vec::new(), Role::Plain).await;
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let origin = origin_counting(Arc::new(parking_lot::Mutex::new("x")), hits.clone()).await;
+    let url = format!("http://{origin}/page");
+    // By default a loopback origin is refused.
+    let g = Gateway::new(gateway.client.clone(), provider.clone(), Arc::new(closed()));
+    let e = g.insert(&url).await.expect_err("refused");
+    assert!(e.contains("allow_destinations"), "{e}");
+    // Allowed, but the origin's port is one of the node's own listeners: refused as well.
+    let mut own = closed();
+    own.destinations = vec!["127.0.0.0/8".parse().unwrap()];
+    own.own = vec![std::net::SocketAddr::new(
+        [0, 0, 0, 0].into(),
+        origin.port(),
+    )];
+    let g = Gateway::new(gateway.client.clone(), provider.clone(), Arc::new(own));
+    let e = g.insert(&url).await.expect_err("refused");
+    assert!(e.contains("own listener"), "{e}");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // Allowed: fetched.
+    let g = Gateway::new(gateway.client.clone(), provider.clone(), loopback_origins());
+    g.insert(&url).await.expect("fetched");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum Role {
     /// No role task: refuses role requests.
@@ -98,7 +144,7 @@ async fn node(provider: &Keypair, bootstrap: Vec<Multiaddr>, role: Role) -> Node
     if let Some(queue) = queue {
         let (mut gateway, mut manager) = (None, None);
         if role == Role::Gateway {
-            let g = Gateway::new(client.clone(), provider.clone());
+            let g = Gateway::new(client.clone(), provider.clone(), loopback_origins());
             g.announce().await;
             gateway = Some(g);
         } else if role == Role::Manager {
@@ -267,7 +313,7 @@ async fn a_monitor_pushes_an_origin_update_to_every_replica_within_about_a_perio
     }
 
     let period = Duration::from_secs(2);
-    let monitor = Gateway::new(gateway.client.clone(), provider.clone());
+    let monitor = Gateway::new(gateway.client.clone(), provider.clone(), loopback_origins());
     let task = tokio::spawn(monitor.monitor(url.clone(), period));
     *body.lock() = "after";
     let changed = Instant::now();

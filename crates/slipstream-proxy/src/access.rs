@@ -151,6 +151,21 @@ pub fn internal(ip: IpAddr) -> bool {
     }
 }
 
+/// Whether `ip:port` is the listener `listener`: its address, or with a listener on every
+/// interface (`0.0.0.0`, `::`), any address of this host. A listener on port 0 (a test's
+/// ephemeral port) is not known here; Via still stops a request that comes back.
+fn is_listener(listener: SocketAddr, ip: IpAddr, port: u16) -> bool {
+    let at = listener.ip().to_canonical();
+    if listener.port() == 0 || port != listener.port() {
+        return false;
+    }
+    if ip == at || ip.is_unspecified() {
+        return true;
+    }
+    // An address of this host is one a socket can be bound to.
+    at.is_unspecified() && std::net::UdpSocket::bind((ip, 0)).is_ok()
+}
+
 /// Why a destination was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
@@ -162,7 +177,7 @@ pub enum Refused {
         /// The first refused address it resolved to.
         addr: IpAddr,
     },
-    /// The destination is this proxy's own listener.
+    /// The destination is one of this proxy's own listeners ([`Access::own`] included).
     #[error("{host}: {addr} is this proxy's own listener")]
     Itself {
         /// The name or address the client asked for.
@@ -198,6 +213,10 @@ pub struct Access {
     pub destinations: Vec<Cidr>,
     /// The proxy's own listener, never a destination.
     pub listener: SocketAddr,
+    /// The process's other listeners (a coop node's peer-to-peer ports), never destinations
+    /// either, even when listed; one on every interface (`0.0.0.0`, `::`) stands for its port on
+    /// any address of this host.
+    pub own: Vec<SocketAddr>,
 }
 
 impl Access {
@@ -209,10 +228,13 @@ impl Access {
     /// Why `addr` may not be connected to, if it may not.
     pub fn refused(&self, host: &str, addr: SocketAddr) -> Option<Refused> {
         let ip = addr.ip().to_canonical();
-        if self.is_listener(ip, addr.port()) {
+        if let Some(listener) = std::iter::once(&self.listener)
+            .chain(&self.own)
+            .find(|l| is_listener(**l, ip, addr.port()))
+        {
             return Some(Refused::Itself {
                 host: host.to_owned(),
-                addr: self.listener,
+                addr: *listener,
             });
         }
         (internal(ip) && !self.destinations.iter().any(|c| c.contains(ip))).then(|| {
@@ -221,21 +243,6 @@ impl Access {
                 addr: ip,
             }
         })
-    }
-
-    /// Whether `ip:port` is this proxy's listener: its address, or with a listener on every
-    /// interface (`0.0.0.0`, `::`), any address of this host. A listener on port 0 (a test's
-    /// ephemeral port) is not known here; Via still stops a request that comes back.
-    fn is_listener(&self, ip: IpAddr, port: u16) -> bool {
-        let listener = self.listener.ip().to_canonical();
-        if self.listener.port() == 0 || port != self.listener.port() {
-            return false;
-        }
-        if ip == listener || ip.is_unspecified() {
-            return true;
-        }
-        // An address of this host is one a socket can be bound to.
-        listener.is_unspecified() && std::net::UdpSocket::bind((ip, 0)).is_ok()
     }
 
     /// The addresses of `host:port` that may be connected to, in the resolver's order; an IP
@@ -292,6 +299,7 @@ mod tests {
                 .map(|c| c.parse().expect("cidr"))
                 .collect(),
             listener: listener.parse().expect("addr"),
+            own: Vec::new(),
         }
     }
 
@@ -395,6 +403,26 @@ mod tests {
         ));
         assert_eq!(
             any.refused("h", "127.0.0.5:3129".parse().expect("addr")),
+            None
+        );
+        // The process's other listeners (a coop node's p2p port on every interface) too.
+        let mut coop = access(&["127.0.0.0/8"], "127.0.0.1:3128");
+        coop.own = vec!["0.0.0.0:4001".parse().expect("addr")];
+        for to in [
+            "127.0.0.1:4001",
+            "127.0.0.9:4001",
+            "[::ffff:127.0.0.1]:4001",
+        ] {
+            assert!(
+                matches!(
+                    coop.refused("h", to.parse().expect("addr")),
+                    Some(Refused::Itself { .. })
+                ),
+                "{to}"
+            );
+        }
+        assert_eq!(
+            coop.refused("h", "127.0.0.1:4002".parse().expect("addr")),
             None
         );
     }

@@ -34,7 +34,8 @@ pub struct Config {
     /// none: absolute-form requests and CONNECT to loopback, unspecified, private, shared,
     /// link-local, multicast or reserved addresses (and their IPv4-mapped IPv6 forms) get 403
     /// before anything is connected, whatever the spelling or the name that resolves to them.
-    /// The proxy's own listener is refused even when listed. A reverse proxy's origins and
+    /// The proxy's own listener is refused even when listed (on a `slipstream node`, its p2p
+    /// listeners too; its gateway fetches by these rules as well). A reverse proxy's origins and
     /// parents are not checked.
     pub allow_destinations: Vec<String>,
     /// What to do with the request fields that tell an origin which host and scheme the client
@@ -637,6 +638,7 @@ impl Config {
             clients: ranges("allow_clients", &self.allow_clients)?,
             destinations: ranges("allow_destinations", &self.allow_destinations)?,
             listener: self.listen,
+            own: Vec::new(),
         };
         Ok(Settings {
             listen: self.listen,

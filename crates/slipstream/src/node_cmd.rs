@@ -165,7 +165,12 @@ pub async fn spawn(
     coop: slipstream_coop::config::Settings,
     http: slipstream_proxy::Settings,
 ) -> anyhow::Result<(Running, Arc<CoopNode>)> {
-    let coop_node = node::start(coop).await.context("starting the node")?;
+    let coop_node = node::start(coop, http.access.clone())
+        .await
+        .context("starting the node")?;
+    // The browser proxy never reaches the node's own peer-to-peer ports either.
+    let mut http = http;
+    http.access = coop_node.access().clone();
     let proxy = Proxy::builder(http.clone())
         .phase(BrowserProxy(coop_node.clone()))
         .build();

@@ -642,3 +642,80 @@ fn cache_status_says_whether_the_store_a_peer_or_the_origin_answered() {
     assert_eq!((st, body.as_slice()), (200, &b"aaa\n"[..]));
     assert_eq!(cs, "slipstream-coop; hit; detail=store");
 }
+
+#[test]
+fn a_nodes_browser_proxy_is_closed_to_strangers_and_to_its_own_ports() {
+    let s = setup(&[("a.txt", "aaa\n")], &[]);
+    // The origin behind a forwarder that counts the connections made to it.
+    let (front, connections) = forwarder(s.origin.addr);
+    let url = format!("http://{front}/a.txt");
+    let count = || connections.load(std::sync::atomic::Ordering::SeqCst);
+
+    // A client outside allow_clients: 403, and nothing connected.
+    let strangers = start(
+        &[
+            "node",
+            "--listen",
+            "127.0.0.1:0",
+            "--provider",
+            &s.provider,
+            "--set",
+            "proxy.allow_clients=[\"10.0.0.0/8\"]",
+            "--set",
+            "proxy.allow_destinations=[\"127.0.0.0/8\"]",
+        ],
+        "browser proxy on",
+    );
+    let (st, _, _) = fetch(strangers.addr, &url);
+    assert_eq!(st, 403);
+    assert_eq!(count(), 0);
+
+    // A destination outside allow_destinations (loopback, by default): 403, nothing connected,
+    // nothing looked up, no hint.
+    let closed = start(
+        &["node", "--listen", "127.0.0.1:0", "--provider", &s.provider],
+        "browser proxy on",
+    );
+    let (st, _, _) = fetch(closed.addr, &url);
+    assert_eq!(st, 403);
+    assert_eq!(count(), 0);
+    let c = status(closed.addr);
+    assert_eq!(c["lookups"]["bypass"], 1, "{c}");
+    assert_eq!(c["lookups"]["miss"], 0, "{c}");
+
+    // Loopback allowed, the node listening for peers on every interface: its p2p port is
+    // refused on any local address.
+    let open = node(&[
+        "--provider",
+        &s.provider,
+        "--p2p-listen",
+        "/ip4/0.0.0.0/tcp/0",
+    ]);
+    let port: u16 = open
+        .p2p
+        .split('/')
+        .nth(4)
+        .and_then(|p| p.parse().ok())
+        .expect("a tcp port");
+    for host in ["127.0.0.1", "127.0.0.2"] {
+        let (st, _, _) = fetch(open.node.addr, &format!("http://{host}:{port}/"));
+        assert_eq!(st, 403, "{host}:{port}");
+    }
+
+    // A fetch that fails (nothing listens there) sends no miss hint; a miss the origin
+    // answers sends one (it finds no manager: `hints_failed`).
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}/", gone.local_addr().unwrap());
+    drop(gone);
+    let (st, _, _) = fetch(open.node.addr, &dead);
+    assert_eq!(st, 502);
+    let (st, body, _) = fetch(open.node.addr, &url);
+    assert_eq!((st, body.as_slice()), (200, &b"aaa\n"[..]));
+    assert_eq!(count(), 1);
+    let o = wait_until(open.node.addr, "the origin's miss hinted", |s| {
+        s["lookups"]["hints_failed"] == 1
+    });
+    assert_eq!(o["lookups"]["hints_sent"], 0, "{o}");
+    assert_eq!(o["lookups"]["hints_dropped"], 0, "{o}");
+    assert_eq!(o["lookups"]["miss"], 2, "{o}");
+}

@@ -47,8 +47,9 @@ pub struct Config {
     pub external: Vec<String>,
     /// Exchange attenuated Bloom-filter digests with neighbours (the local fast path).
     pub digests: bool,
-    /// The node's key (`node.key`) and replicas (`store.redb`) live here; without it the node
-    /// has a new identity and an empty cache at every start.
+    /// The node's key (`node.key`), replicas (`store.redb`) and the addresses of the peers it
+    /// knew (`peers`, dialled at the next start) live here; without it the node has a new
+    /// identity, an empty cache and only its bootstrap peers at every start.
     pub data_dir: Option<PathBuf>,
     /// The content cache's bound, in bytes.
     #[serde(deserialize_with = "slipstream_units::de::bytes")]

@@ -16,6 +16,7 @@
 //! - [`net`]: the swarm: Kademlia provider records to find replicas, request-response to fetch
 //!   them, gossipsub to push updates to them, identify and ping for peers and their RTTs.
 //!
+//! - [`membership`]: the peers a node knew, kept in its data directory and dialled at start;
 //! - [`config`]: the `[coop]` table of a node's config file;
 //! - [`node`]: a node on the node layer: the browser proxy as a phase of the caching proxy,
 //!   `/_slipstream/coop`, and the start-up of the swarm and roles (`slipstream node`).
@@ -24,6 +25,7 @@ pub mod bloom;
 pub mod config;
 pub mod decide;
 pub mod gateway;
+pub mod membership;
 pub mod net;
 pub mod node;
 pub mod object;

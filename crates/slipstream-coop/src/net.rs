@@ -50,6 +50,8 @@ pub const FETCH_PROTOCOL: StreamProtocol = StreamProtocol::new("/slipstream/coop
 pub const IDENTIFY_VERSION: &str = "/slipstream/coop/1.0.0";
 /// Provider announcements in flight at most (Kademlia's 32 streams a connection).
 pub const MAX_PROVIDING: usize = 16;
+/// Addresses kept for each connected peer (those its identify message lists first).
+pub const MAX_ADDRS_PER_PEER: usize = 4;
 /// The largest request: a digest of `digest_depth × digest_bits / 8` bytes must fit (the
 /// default is 24 KiB).
 pub const MAX_REQUEST_BYTES: u64 = 1024 * 1024;
@@ -349,6 +351,7 @@ enum Command {
     Peers(oneshot::Sender<Vec<PeerInfo>>),
     Addresses(oneshot::Sender<Vec<Multiaddr>>),
     Listeners(oneshot::Sender<Vec<Multiaddr>>),
+    Known(oneshot::Sender<Vec<Multiaddr>>),
     Respond(ResponseChannel<CoopResponse>, CoopResponse),
     Nearby(Guid, oneshot::Sender<Vec<(PeerId, usize)>>),
     Ask {
@@ -408,6 +411,12 @@ impl Client {
     /// The addresses the node listens on, with its peer id.
     pub async fn addresses(&self) -> Vec<Multiaddr> {
         self.ask(Command::Addresses).await.unwrap_or_default()
+    }
+
+    /// The addresses of the connected DHT peers, each ending in `/p2p/<peer id>`: what a node
+    /// keeps to find its way back after a restart.
+    pub async fn known(&self) -> Vec<Multiaddr> {
+        self.ask(Command::Known).await.unwrap_or_default()
     }
 
     /// The sockets the swarm listens on (not the external addresses it announces).
@@ -622,6 +631,9 @@ pub struct EventLoop {
     fetches: HashMap<OutboundRequestId, oneshot::Sender<Result<CoopResponse, String>>>,
     dials: HashMap<PeerId, Vec<oneshot::Sender<Result<(), String>>>>,
     rtt: HashMap<PeerId, Duration>,
+    /// The addresses each connected DHT peer says it listens on (at most
+    /// [`MAX_ADDRS_PER_PEER`]), forgotten when its last connection closes.
+    addrs: HashMap<PeerId, Vec<Multiaddr>>,
     roles: Option<mpsc::Sender<Inbound>>,
     /// Each neighbour's last digest.
     digests: HashMap<PeerId, crate::bloom::Attenuated>,
@@ -669,6 +681,7 @@ impl EventLoop {
             fetches: HashMap::new(),
             dials: HashMap::new(),
             rtt: HashMap::new(),
+            addrs: HashMap::new(),
             roles: None,
             digests: HashMap::new(),
         };
@@ -866,6 +879,9 @@ impl EventLoop {
                 near.sort_by_key(|(_, l)| *l);
                 let _ = done.send(near);
             }
+            Command::Known(done) => {
+                let _ = done.send(self.addrs.values().flatten().cloned().collect());
+            }
             Command::Listeners(done) => {
                 let _ = done.send(self.swarm.listeners().cloned().collect());
             }
@@ -911,6 +927,7 @@ impl EventLoop {
             SwarmEvent::ConnectionClosed { peer_id, .. } if !self.swarm.is_connected(&peer_id) => {
                 self.rtt.remove(&peer_id);
                 self.digests.remove(&peer_id);
+                self.addrs.remove(&peer_id);
             }
             SwarmEvent::Behaviour(event) => self.on_behaviour(event),
             _ => {}
@@ -923,6 +940,15 @@ impl EventLoop {
             CoopBehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })
                 if info.protocols.contains(&KAD_PROTOCOL) =>
             {
+                let keep = info
+                    .listen_addrs
+                    .iter()
+                    .take(MAX_ADDRS_PER_PEER)
+                    .map(|a| a.clone().with(Protocol::P2p(peer_id)))
+                    .collect();
+                if self.swarm.is_connected(&peer_id) {
+                    self.addrs.insert(peer_id, keep);
+                }
                 for addr in info.listen_addrs {
                     self.swarm.behaviour_mut().kad.add_address(&peer_id, addr);
                 }

@@ -339,9 +339,24 @@ pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNo
              dropped, to be fetched again"
         );
     }
+    // The peers known before a restart are dialled too: a node finds its way back without a
+    // bootstrap peer (membership.rs).
+    let saved = settings
+        .data_dir
+        .as_deref()
+        .map(|d| crate::membership::load(d, &key.public().to_peer_id()))
+        .unwrap_or_default();
+    let mut bootstrap = settings.bootstrap.clone();
+    bootstrap.extend(
+        saved
+            .iter()
+            .filter(|a| !bootstrap.contains(a))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
     let config = NetConfig {
         listen: settings.p2p_listen.clone(),
-        bootstrap: settings.bootstrap.clone(),
+        bootstrap,
         mdns: settings.mdns,
         external: settings.external.clone(),
         digests: settings.digests,
@@ -353,6 +368,9 @@ pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNo
         .map_err(|e| StartError::Net(e.to_string()))?;
     let queue = (!settings.roles.is_empty()).then(|| event_loop.accept_role_requests(64));
     tokio::spawn(event_loop.run());
+    if let Some(dir) = &settings.data_dir {
+        tokio::spawn(crate::membership::keep(client.clone(), dir.clone(), saved));
+    }
     let access = with_listeners(&client, &settings, &access).await;
     let mut own_manager = None;
     if let Some(queue) = queue {

@@ -719,3 +719,49 @@ fn a_nodes_browser_proxy_is_closed_to_strangers_and_to_its_own_ports() {
     assert_eq!(o["lookups"]["hints_dropped"], 0, "{o}");
     assert_eq!(o["lookups"]["miss"], 2, "{o}");
 }
+
+#[test]
+fn a_restarted_first_gateway_rejoins_through_the_peers_it_knew() {
+    let s = setup(&[("a.txt", "aaa\n")], &[]);
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_str().unwrap();
+    let args = [
+        "--provider-key",
+        s.key.as_str(),
+        "--role",
+        "gateway",
+        "--data-dir",
+        data_dir,
+    ];
+    let first = node(&args);
+    let cache = node(&["--provider", &s.provider, "--bootstrap", &first.p2p]);
+    let cache_id = status(cache.node.addr)["peer_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The gateway keeps the cache node's address in its data directory.
+    let peers = data.path().join("peers");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&peers).is_ok_and(|t| t.contains(&cache_id)) {
+        assert!(
+            Instant::now() < deadline,
+            "the peers file never named the cache node"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(first);
+    wait_until(cache.node.addr, "the gateway gone", |s| {
+        s["peers"].as_array().is_some_and(|p| p.is_empty())
+    });
+
+    // Started again with no bootstrap peer: it dials the one it knew.
+    let second = node(&args);
+    let g = wait_until(second.node.addr, "the gateway rejoined", |s| {
+        s["peers"].as_array().is_some_and(|p| !p.is_empty())
+    });
+    assert_eq!(g["peers"][0]["peer_id"], cache_id.as_str(), "{g}");
+    // The cache node, whose only peer it was, sees it again.
+    wait_until(cache.node.addr, "the cache node sees the gateway", |s| {
+        s["peers"].as_array().is_some_and(|p| !p.is_empty())
+    });
+}

@@ -24,7 +24,7 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use libp2p::identity::{Keypair, PublicKey};
 
-use slipstream_proxy::access::Access;
+use slipstream_node::access::Access;
 
 use crate::net::Client;
 use crate::object::{Guid, MAX_BODY_BYTES};

@@ -23,10 +23,10 @@ use hyper::body::Incoming;
 use libp2p::identity::Keypair;
 use slipstream_http::Body;
 use slipstream_http_rules::rfc9111::Reuse;
+use slipstream_node::access::Access;
 use slipstream_node::respond::text;
 use slipstream_node::router::read_only;
 use slipstream_node::{Ctx, Endpoint, Phase};
-use slipstream_proxy::access::Access;
 
 use crate::config::{Role, Settings};
 use crate::gateway::Gateway;

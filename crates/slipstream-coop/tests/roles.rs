@@ -16,7 +16,7 @@ use libp2p_swarm_test::SwarmExt as _;
 use slipstream_coop::gateway::{service_guid, Gateway};
 use slipstream_coop::roles::{self, Manager};
 use slipstream_coop::{Client, CoopBehaviour, EventLoop, FetchError, NetConfig, Store};
-use slipstream_proxy::access::Access;
+use slipstream_node::access::Access;
 
 /// An origin: `/page` cacheable for a minute (its body from `body`), `/private` private.
 async fn origin(body: Arc<parking_lot::Mutex<&'static str>>) -> std::net::SocketAddr {

@@ -15,6 +15,7 @@
 //! - [`access_log`]: the access log, a phase writing off the request path.
 //! - [`clock`]: the time request paths read, injected so tests run on tokio's paused clock.
 
+pub mod access;
 pub mod access_log;
 pub mod body;
 pub mod bootstrap;

@@ -19,7 +19,8 @@
 //! `control` (purge), `deception` (keeping web cache deception out of the store), `tunnel` (CONNECT), `access` (who may use the forward proxy, and where
 //! it may go).
 
-pub mod access;
+/// Who may use a forward proxy and where it may connect (shared with the coop node's gateway).
+pub use slipstream_node::access;
 mod cached;
 pub mod collapse;
 mod collect;

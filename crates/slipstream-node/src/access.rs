@@ -1,4 +1,5 @@
-//! Who may use the forward proxy, and where it may go: an open forward proxy lets anyone reach
+//! Who may use a forward proxy (the proxy's, a coop node's browser proxy and gateway), and where it
+//! may go: an open forward proxy lets anyone reach
 //! the services behind it (other processes on loopback, cloud metadata on link-local, a private
 //! network) and the proxy's own control endpoints.
 //!

@@ -39,7 +39,7 @@ fn any_datagram_is_refused_without_panicking() {
     let sealer = sealer();
     let replay = std::cell::RefCell::new(Replay::default());
     fuzz(
-        "gossip_envelope_any_bytes",
+        "any_datagram_is_refused_without_panicking",
         2_000,
         proptest::collection::vec(any::<u8>(), 0..2_000),
         |mut bytes| {
@@ -56,7 +56,7 @@ fn any_datagram_is_refused_without_panicking() {
 fn every_alteration_of_a_sealed_message_is_refused() {
     let sealer = sealer();
     fuzz(
-        "gossip_envelope_altered",
+        "every_alteration_of_a_sealed_message_is_refused",
         2_000,
         (
             message(),
@@ -100,7 +100,7 @@ fn every_alteration_of_a_sealed_message_is_refused() {
 #[test]
 fn the_message_check_never_panics() {
     fuzz(
-        "gossip_message_check",
+        "the_message_check_never_panics",
         5_000,
         proptest::collection::vec(any::<u8>(), 0..64),
         |bytes| {
@@ -138,7 +138,7 @@ fn block_text() -> impl Strategy<Value = String> {
 #[test]
 fn the_replica_block_parser_never_panics() {
     fuzz(
-        "replica_block_parse",
+        "the_replica_block_parser_never_panics",
         3_000,
         (block_text(), "/[a-z*]{0,8}"),
         |(text, url)| {
@@ -168,7 +168,7 @@ fn a_block_round_trips() {
             })
             .collect::<BTreeMap<String, Vec<String>>>()
     });
-    fuzz("replica_block_round_trip", 500, entries, |entries| {
+    fuzz("a_block_round_trips", 500, entries, |entries| {
         let json = block::to_json(entries.clone(), &serde_json::Map::new());
         let text = json.to_string();
         let back: serde_json::Value = serde_json::from_str(&text).expect("its own JSON");

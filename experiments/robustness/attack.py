@@ -110,10 +110,11 @@ def status_of(port, raw):
 
 
 def ssrf(proxy_port, target_port):
-    # Loopback only: every spelling names this machine, and the proxy must refuse them all
-    # before connecting.
+    # Loopback spellings name this machine; the private and link-local ones are refused before
+    # connecting (the proxy checks the address it would connect to), so no packet leaves it.
     hosts = ["127.0.0.1", "localhost", "2130706433", "0x7f.1", "127.1", "0.0.0.0", "[::1]",
-             "[::ffff:127.0.0.1]"]
+             "[::ffff:127.0.0.1]", "10.0.0.1", "192.168.0.1", "172.16.0.1", "169.254.169.254",
+             "[::ffff:10.0.0.1]", "[fe80::1]", "[fc00::1]"]
     answers = {}
     for h in hosts:
         url = f"http://{h}:{target_port}/"

@@ -112,7 +112,7 @@ failed=()   # attacks that were not refused; the script fails at the end if any
 "$BIN" proxy --listen 127.0.0.1:18704 >/dev/null & pids+=($!); F=$!
 wait_port 18704
 out=$($ATTACK ssrf 18704 18701)
-row "forward proxy (defaults): GET and CONNECT to 127.0.0.1:18701 and its own /_slipstream/ as 127.0.0.1, localhost, 2130706433, 0x7f.1, 127.1, 0.0.0.0, [::1], [::ffff:127.0.0.1]" \
+row "forward proxy (defaults): GET and CONNECT to 127.0.0.1:18701 and its own /_slipstream/ as 127.0.0.1, localhost, 2130706433, 0x7f.1, 127.1, 0.0.0.0, [::1], [::ffff:127.0.0.1]; GET to private and link-local addresses (10.0.0.1, 192.168.0.1, 172.16.0.1, 169.254.169.254, [::ffff:10.0.0.1], [fe80::1], [fc00::1])" \
     "$(echo "$out" | python3 -c 'import json,sys; a=json.load(sys.stdin)["answers"]; print(", ".join(sorted(set(a.values()))))')" \
     "" "every one 403 before connecting: $(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["all_refused"])')"
 echo "$out" | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["all_refused"] else 1)' || failed+=("ssrf: $out")

@@ -76,6 +76,8 @@ pub struct Settings {
     pub max_node_bytes: usize,
     /// The most nodes a gossip digest may list (see `seal`).
     pub max_digest_nodes: u16,
+    /// When not empty, the only members admitted, each name with its public key.
+    pub members: BTreeMap<String, String>,
 }
 
 impl Settings {
@@ -103,6 +105,7 @@ impl Settings {
             max_node_entries: defaults.max_node_entries,
             max_node_bytes: defaults.max_node_bytes,
             max_digest_nodes: defaults.max_digest_nodes,
+            members: BTreeMap::new(),
         }
     }
 }
@@ -716,6 +719,8 @@ struct Policy {
     replica_hosts: Vec<String>,
     max_entries: usize,
     max_bytes: usize,
+    /// When not empty, the only names admitted, each bound to its key from the start.
+    members: BTreeMap<String, String>,
 }
 
 impl Policy {
@@ -727,6 +732,7 @@ impl Policy {
             replica_hosts: settings.replica_hosts.clone(),
             max_entries: settings.max_node_entries,
             max_bytes: settings.max_node_bytes,
+            members: settings.members.clone(),
         }
     }
 }
@@ -771,8 +777,10 @@ struct Merge {
 
 impl Merge {
     fn new(policy: Policy) -> Merge {
+        let mut pins: HashMap<String, String> = policy.members.clone().into_iter().collect();
+        pins.insert(policy.me.clone(), policy.my_key.clone());
         Merge {
-            pins: HashMap::from([(policy.me.clone(), policy.my_key.clone())]),
+            pins,
             policy,
             merged: HashMap::new(),
             refused: HashSet::new(),
@@ -865,6 +873,10 @@ impl Merge {
                 None
             }
             Some(_) => Some(public.to_owned()),
+            None if !self.policy.members.is_empty() => {
+                refuse(self, view, "its name is not among the cluster's `members`");
+                None
+            }
             None => {
                 self.pins.insert(name.to_owned(), public.to_owned());
                 Some(public.to_owned())

@@ -72,6 +72,9 @@ pub struct Config {
     pub max_node_bytes: usize,
     /// The most nodes a gossip digest may list; a larger one is dropped.
     pub max_digest_nodes: u16,
+    /// When set, the only members admitted: each name with its public key (what its
+    /// `/_slipstream/directory` shows as `key`). Unset, a name is bound to the first key heard.
+    pub members: std::collections::BTreeMap<String, String>,
     /// The largest replica content the API accepts.
     #[serde(deserialize_with = "slipstream_units::de::bytes_usize")]
     pub max_replica_bytes: usize,
@@ -142,6 +145,7 @@ impl Default for Config {
             max_node_entries: 10_000,
             max_node_bytes: 4 << 20,
             max_digest_nodes: crate::seal::DEFAULT_MAX_DIGEST_NODES,
+            members: std::collections::BTreeMap::new(),
             max_replica_bytes: 64 << 20,
             publish: Vec::new(),
             pre_process: true,
@@ -312,6 +316,14 @@ impl Config {
                 "max_node_entries and max_node_bytes are positive, max_digest_nodes at least 2",
             ));
         }
+        for (member, key) in &self.members {
+            if !crate::identity::is_public_key(key) {
+                return Err(invalid(
+                    "members",
+                    format!("`{member}`: `{key}` is not a node's public key (base64 of 32 bytes)"),
+                ));
+            }
+        }
         let publish = self
             .publish
             .iter()
@@ -394,6 +406,7 @@ impl Config {
                 max_node_entries: self.max_node_entries,
                 max_node_bytes: self.max_node_bytes,
                 max_digest_nodes: self.max_digest_nodes,
+                members: self.members.clone(),
             },
             token,
             max_replica_bytes: self.max_replica_bytes,

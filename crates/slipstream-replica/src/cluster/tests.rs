@@ -41,6 +41,10 @@ fn heard_signed_by(
 }
 
 fn merge_for(me: &str) -> Merge {
+    merge_with(me, BTreeMap::new())
+}
+
+fn merge_with(me: &str, members: BTreeMap<String, String>) -> Merge {
     Merge::new(Policy {
         me: me.to_owned(),
         my_key: key_of(me).public().to_owned(),
@@ -48,6 +52,7 @@ fn merge_for(me: &str) -> Merge {
         replica_hosts: vec!["cdn.example".to_owned()],
         max_entries: 4,
         max_bytes: 4096,
+        members,
     })
 }
 
@@ -321,4 +326,27 @@ fn physical_urls_are_checked_in_every_spelling() {
         );
     }
     assert!(check_physical("http://node.example:8080/x", None, &[]).is_err());
+}
+
+#[test]
+fn with_a_member_list_only_listed_names_with_their_keys_are_admitted() {
+    let mut merge = merge_with(
+        "me",
+        BTreeMap::from([("a".to_owned(), key_of("a").public().to_owned())]),
+    );
+    let mut view = View::default();
+    // A listed member whose key was never heard before is admitted at once; an unlisted one,
+    // and the listed name under another key, are not.
+    let rogue = Identity::ephemeral();
+    merge.apply(
+        &mut view,
+        &[
+            heard_signed_by(&rogue, "a", 1, 1, &[(HTTP_KEY, "http://evil")]),
+            heard("b", 1, 1, &[(HTTP_KEY, "http://b")]),
+            heard("a", 2, 1, &[(HTTP_KEY, "http://a")]),
+        ],
+    );
+    assert_eq!(view.nodes["a"].advertise.as_deref(), Some("http://a"));
+    assert!(!view.nodes.contains_key("b"));
+    assert_eq!(view.impostors, 2);
 }

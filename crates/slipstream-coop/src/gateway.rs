@@ -4,8 +4,11 @@
 //! service GUID so that cache managers and proxies find one through the DHT; a node that is
 //! not a gateway refuses insert requests.
 //!
-//! An insert of an object the gateway already holds with the same status, head and body makes
-//! no new version; a changed response becomes the next version (what a monitor pushes).
+//! An insert of an object the gateway already holds is a conditional request (RFC 9111 §4.3.1:
+//! If-None-Match, If-Modified-Since from the held validators); a 304 refreshes the held object
+//! (§4.3.4: the held body, its head updated with the 304's fields, the new exchange times). A
+//! response with the same status, head and body makes no new version (a heartbeat); a changed
+//! one becomes the next version (what a monitor pushes).
 //! Requests reach it through the node's role task ([`crate::roles`]). Only `http://` origins
 //! for now.
 //!
@@ -18,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HttpClient;
@@ -33,6 +37,14 @@ use crate::rules;
 /// The GUID every gateway of the provider `provider` announces.
 pub fn service_guid(provider: &PublicKey) -> Guid {
     Guid::new(provider, "slipstream:service:gateway")
+}
+
+/// One exchange with an origin.
+struct Exchange {
+    head: http::response::Parts,
+    body: Bytes,
+    requested_at: SystemTime,
+    received_at: SystemTime,
 }
 
 /// A gateway for one cache provider.
@@ -89,15 +101,81 @@ impl Gateway {
             .path_and_query(uri.path_and_query().map_or("/", |p| p.as_str()))
             .build()
             .map_err(|e| e.to_string())?;
-        let req = http::Request::get(target)
-            .header(http::header::HOST, authority.as_str())
-            .header(http::header::USER_AGENT, "slipstream-gateway")
-            .body(Empty::new())
-            .map_err(|e| e.to_string())?;
-        let (req_parts, _) = http::Request::get(uri)
+        let (req_parts, _) = http::Request::get(uri.clone())
             .body(())
             .map_err(|e| e.to_string())?
             .into_parts();
+        let guid = Guid::new(&self.provider.public(), url);
+        let held = self.client.store().get(&guid);
+        // RFC 9111 §4.3.1: a held version is validated, not fetched again whole.
+        let conditional = held
+            .as_ref()
+            .map_or_else(HeaderMap::new, |h| rules::conditional_headers(&h.object));
+        let mut exchange = self
+            .exchange(url, &target, authority.as_str(), &conditional)
+            .await?;
+        let mut refreshed = None;
+        if let (Some(h), StatusCode::NOT_MODIFIED) = (held.as_ref(), exchange.head.status) {
+            let mut cond_parts = req_parts.clone();
+            cond_parts.headers = conditional;
+            refreshed = rules::revalidated(
+                &h.object,
+                &cond_parts,
+                &exchange.head,
+                exchange.requested_at,
+                exchange.received_at,
+            )
+            .map_err(|e| format!("{url}: {e}"))?;
+            if refreshed.is_none() {
+                // §4.3.4: the 304 names another response than the one held; ask for the whole.
+                exchange = self
+                    .exchange(url, &target, authority.as_str(), &HeaderMap::new())
+                    .await?;
+            }
+        }
+        let mut object = match refreshed {
+            Some(object) => object,
+            None => {
+                let version = held.as_ref().map_or(1, |h| h.object.version + 1);
+                rules::capture(
+                    &req_parts,
+                    &exchange.head,
+                    exchange.body,
+                    exchange.requested_at,
+                    exchange.received_at,
+                    version,
+                )
+                .map_err(|e| format!("{url}: {e}"))?
+            }
+        };
+        match held.as_ref() {
+            // Unchanged: the same version, its exchange times renewed, so that it is fresh
+            // again wherever it goes (the store replaces it in place; no past version).
+            Some(h) if h.object.same_content(&object) => object.version = h.object.version,
+            // A 304 that changed the head (say, its Cache-Control) makes the next version.
+            Some(h) => object.version = h.object.version + 1,
+            None => {}
+        }
+        let signed = object.sign(&self.provider).map_err(|e| e.to_string())?;
+        self.client.hold(signed).await?;
+        Ok(guid)
+    }
+
+    /// One GET of `target` (for `url`, named `authority`) with `conditional`'s fields, its
+    /// body read whole (at most [`MAX_BODY_BYTES`]), within the gateway's timeout.
+    async fn exchange(
+        &self,
+        url: &str,
+        target: &http::Uri,
+        authority: &str,
+        conditional: &HeaderMap,
+    ) -> Result<Exchange, String> {
+        let mut req = http::Request::get(target.clone())
+            .header(http::header::HOST, authority)
+            .header(http::header::USER_AGENT, "slipstream-gateway")
+            .body(Empty::new())
+            .map_err(|e| e.to_string())?;
+        req.headers_mut().extend(conditional.clone());
         let requested_at = SystemTime::now();
         let exchange = async {
             let res = self
@@ -116,24 +194,15 @@ impl Gateway {
             let body = Bytes::copy_from_slice(&body);
             Ok::<_, String>((parts, body))
         };
-        let (parts, body) = tokio::time::timeout(self.timeout, exchange)
+        let (head, body) = tokio::time::timeout(self.timeout, exchange)
             .await
             .map_err(|_| format!("{url}: no answer within {:?}", self.timeout))??;
-        let received_at = SystemTime::now();
-        let guid = Guid::new(&self.provider.public(), url);
-        let held = self.client.store().get(&guid);
-        let version = held.as_ref().map_or(1, |h| h.object.version + 1);
-        let mut object =
-            rules::capture(&req_parts, &parts, body, requested_at, received_at, version)
-                .map_err(|e| format!("{url}: {e}"))?;
-        if let Some(h) = held.as_ref().filter(|h| h.object.same_content(&object)) {
-            // Unchanged: the same version, its exchange times renewed, so that it is fresh
-            // again wherever it goes (the store replaces it in place; no past version).
-            object.version = h.object.version;
-        }
-        let signed = object.sign(&self.provider).map_err(|e| e.to_string())?;
-        self.client.hold(signed).await?;
-        Ok(guid)
+        Ok(Exchange {
+            head,
+            body,
+            requested_at,
+            received_at: SystemTime::now(),
+        })
     }
 
     /// Fetches `url` again: a changed response becomes the next version, pushed to the site's

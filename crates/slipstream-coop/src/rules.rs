@@ -4,6 +4,8 @@
 //!   cooperative cache at all, or does it go straight to the origin;
 //! - the gateway's capture (§4.2.3): may a response be stored, and the object that stores it,
 //!   with the exchange's times in its metadata (§4.1);
+//! - revalidation: the conditional request for a held object (RFC 9111 §4.3.1) and the object a
+//!   304 refreshes (§4.3.4);
 //! - reuse: may a stored object answer a request now (RFC 9111 §4), judged from the object's
 //!   head and times alone.
 
@@ -111,21 +113,70 @@ pub fn capture(
         return Err(NotStorable::Interim);
     }
     Policy::new(req, res, received_at, &Options::default()).ok_or(NotStorable::Rfc9111)?;
-    let headers = res
-        .headers
-        .iter()
-        .filter(|(name, _)| !NOT_STORED.contains(name))
-        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
-        .collect();
     Ok(Object {
         url: req.uri.to_string(),
         status: res.status.as_u16(),
-        headers,
+        headers: stored_fields(&res.headers),
         body,
         requested_at_ms: unix_ms(requested_at),
         received_at_ms: unix_ms(received_at),
         version,
     })
+}
+
+/// RFC 9111 §4.3.1: the fields that make a request for `object` conditional (If-None-Match
+/// from its ETag, If-Modified-Since from its Last-Modified); empty when it has no validator or
+/// its head no longer lets a shared cache store it.
+pub fn conditional_headers(object: &Object) -> HeaderMap {
+    object
+        .url
+        .parse()
+        .ok()
+        .and_then(|uri| policy_of(object, uri))
+        .map_or_else(HeaderMap::new, |p| p.conditional_headers())
+}
+
+/// RFC 9111 §4.3.4: `held` refreshed by the 304 `not_modified` to the conditional request `req`
+/// sent at `requested_at`, arriving at `received_at`: the held body and status, the held head
+/// updated with the 304's fields (but those §3.2 keeps, and those never stored), the new times,
+/// the held version (the caller decides whether the head changed enough to make a new one).
+/// `Ok(None)` when the 304 does not select the held response (another validator): fetch it
+/// unconditionally instead. An error when the updated head no longer lets it be stored.
+pub fn revalidated(
+    held: &Object,
+    req: &request::Parts,
+    not_modified: &response::Parts,
+    requested_at: SystemTime,
+    received_at: SystemTime,
+) -> Result<Option<Object>, NotStorable> {
+    let policy = policy_of(held, req.uri.clone()).ok_or(NotStorable::Rfc9111)?;
+    if !policy.is_selected_by(&not_modified.headers) {
+        return Ok(None);
+    }
+    let stored = head_of(held).headers;
+    let (updated, merged) =
+        policy.revalidated(req, not_modified, &stored, received_at, &Options::default());
+    if !updated.storable() {
+        return Err(NotStorable::Rfc9111);
+    }
+    Ok(Some(Object {
+        url: held.url.clone(),
+        status: held.status,
+        headers: stored_fields(&merged),
+        body: held.body.clone(),
+        requested_at_ms: unix_ms(requested_at),
+        received_at_ms: unix_ms(received_at),
+        version: held.version,
+    }))
+}
+
+/// The fields of `headers` an object keeps.
+fn stored_fields(headers: &HeaderMap) -> Vec<(String, Vec<u8>)> {
+    headers
+        .iter()
+        .filter(|(name, _)| !NOT_STORED.contains(name))
+        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+        .collect()
 }
 
 /// The object's head as HTTP parts (fields that no longer parse are left out).
@@ -280,5 +331,58 @@ mod tests {
             reuse(&o, &strict, at + Duration::from_secs(30)),
             Some(Reuse::Validate(_))
         ));
+    }
+
+    #[test]
+    fn a_304_refreshes_the_held_object_in_place() {
+        let req = get("http://site.test/a", &[]);
+        let res = response(
+            200,
+            &[
+                ("cache-control", "max-age=2"),
+                ("etag", "\"v1\""),
+                ("last-modified", "Tue, 14 Nov 2023 22:13:20 GMT"),
+                ("content-length", "2"),
+                ("x-old", "kept"),
+            ],
+        );
+        let at = UNIX_EPOCH + T0;
+        let held = capture(&req, &res, Bytes::from_static(b"hi"), at, at, 4).unwrap();
+        let cond = conditional_headers(&held);
+        assert_eq!(cond.get("if-none-match").unwrap(), "\"v1\"");
+        assert_eq!(
+            cond.get("if-modified-since").unwrap(),
+            "Tue, 14 Nov 2023 22:13:20 GMT"
+        );
+
+        let later = at + Duration::from_secs(10);
+        let nm = response(
+            304,
+            &[
+                ("cache-control", "max-age=5"),
+                ("etag", "\"v1\""),
+                ("content-length", "0"),
+                ("set-cookie", "id=secret"),
+            ],
+        );
+        let o = revalidated(&held, &req, &nm, later, later)
+            .unwrap()
+            .unwrap();
+        assert_eq!((o.status, o.version, &o.body[..]), (200, 4, &b"hi"[..]));
+        assert_eq!(o.received_at_ms, unix_ms(later));
+        assert_eq!(o.header("cache-control"), Some("max-age=5"), "updated");
+        assert_eq!(o.header("content-length"), Some("2"), "§3.2: not updated");
+        assert_eq!(o.header("x-old"), Some("kept"));
+        assert_eq!(o.header("set-cookie"), None);
+        assert_eq!(reuse(&o, &req, later), Some(Reuse::Fresh));
+
+        // A 304 for another validator does not select it; one adding no-store ends it.
+        let other = response(304, &[("etag", "\"v2\"")]);
+        assert_eq!(revalidated(&held, &req, &other, later, later), Ok(None));
+        let ns = response(304, &[("etag", "\"v1\""), ("cache-control", "no-store")]);
+        assert_eq!(
+            revalidated(&held, &req, &ns, later, later),
+            Err(NotStorable::Rfc9111)
+        );
     }
 }

@@ -765,3 +765,94 @@ fn a_restarted_first_gateway_rejoins_through_the_peers_it_knew() {
         s["peers"].as_array().is_some_and(|p| !p.is_empty())
     });
 }
+
+/// An origin answering every GET with `body` under the ETag `"v1"` (fresh for two seconds),
+/// and a 304 to a request that names that ETag; the counts of its 200s and 304s. One request a
+/// connection (`Connection: close`), so that each is counted once it is read.
+fn validating_origin(
+    body: &'static str,
+) -> (
+    SocketAddr,
+    std::sync::Arc<[std::sync::atomic::AtomicUsize; 2]>,
+) {
+    use std::io::{BufRead, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counts = std::sync::Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let seen = counts.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+            let mut validated = false;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                validated |= lower.starts_with("if-none-match:") && lower.contains("\"v1\"");
+            }
+            let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+            let common = format!(
+                "ETag: \"v1\"\r\nCache-Control: max-age=2\r\nDate: {date}\r\nConnection: close\r\n"
+            );
+            let answer = if validated {
+                seen[1].fetch_add(1, Ordering::SeqCst);
+                format!("HTTP/1.1 304 Not Modified\r\n{common}\r\n")
+            } else {
+                seen[0].fetch_add(1, Ordering::SeqCst);
+                format!(
+                    "HTTP/1.1 200 OK\r\n{common}Last-Modified: Tue, 14 Nov 2023 22:13:20 GMT\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+            };
+            let mut conn = conn;
+            let _ = conn.write_all(answer.as_bytes());
+        }
+    });
+    (addr, counts)
+}
+
+#[test]
+fn a_gateway_revalidates_what_it_holds_and_a_304_refreshes_it_in_place() {
+    use std::sync::atomic::Ordering;
+    let (origin, counts) = validating_origin("the same body\n");
+    let url = format!("http://{origin}/page.txt");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, _) = keygen(keys.path());
+    let gateway = node(&[
+        "--provider-key",
+        &key,
+        "--role",
+        "gateway",
+        "--monitor",
+        &url,
+        "--set",
+        "coop.monitor_period_ms=300ms",
+    ]);
+    let g = gateway.node.addr;
+    wait_until(g, "the object", |s| holds(s, &url));
+    // The monitor's refreshes are conditional: the origin sends the body once, then 304s.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while counts[1].load(Ordering::SeqCst) < 3 {
+        assert!(Instant::now() < deadline, "no 304s: {counts:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(counts[0].load(Ordering::SeqCst), 1, "one 200 only");
+    // Each 304 renewed the held object in place: still version 1, kept fresh past its max-age,
+    // the body the one 200 carried.
+    let s = status(g);
+    let object = s["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["url"] == url.as_str())
+        .unwrap_or_else(|| panic!("{s}"))
+        .clone();
+    assert_eq!(object["version"], 1, "{s}");
+    let (code, body, cs) = fetch(g, &url);
+    assert_eq!((code, body.as_slice()), (200, &b"the same body\n"[..]));
+    assert!(cs.contains("hit; detail=store"), "{cs}");
+    assert_eq!(counts[0].load(Ordering::SeqCst), 1, "{counts:?}");
+}

@@ -240,55 +240,18 @@ impl Config {
         if self.gossip_interval_ms == 0 {
             return Err(invalid("gossip_interval_ms", "must be positive"));
         }
-        let token = match (&self.token, &self.token_file) {
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "token_file",
-                    "give `token` or `token_file`, not both",
-                ))
-            }
-            (Some(t), None) => Some(t.clone()),
-            (None, Some(path)) => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|e| invalid("token_file", format!("{}: {e}", path.display())))?
-                    .trim()
-                    .to_owned(),
-            ),
-            (None, None) => None,
-        };
-        if let Some(t) = &token {
-            if t.len() < 16 || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                return Err(invalid(
-                    "token",
-                    "a token is at least 16 characters, without spaces",
-                ));
-            }
-        }
-        let secret = match (&self.secret, &self.secret_file) {
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "secret_file",
-                    "give `secret` or `secret_file`, not both",
-                ))
-            }
-            (Some(s), None) => Some(s.clone()),
-            (None, Some(path)) => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|e| invalid("secret_file", format!("{}: {e}", path.display())))?
-                    .trim()
-                    .to_owned(),
-            ),
-            (None, None) => None,
-        };
-        if let Some(s) = &secret {
-            if s.len() < 16 || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                return Err(invalid(
-                    "secret",
-                    "a gossip secret is at least 16 characters, without spaces \
-                     (e.g. `openssl rand -hex 32`)",
-                ));
-            }
-        }
+        let token = shared_secret(
+            &self.token,
+            &self.token_file,
+            ("token", "token_file"),
+            "a token",
+        )?;
+        let secret = shared_secret(
+            &self.secret,
+            &self.secret_file,
+            ("secret", "secret_file"),
+            "a gossip secret",
+        )?;
         let Some(secret) = secret.or_else(|| token.clone()) else {
             return Err(invalid(
                 "secret_file",
@@ -416,6 +379,45 @@ impl Config {
             agent,
         })
     }
+}
+
+/// A secret given inline or in a file (`names`: the two fields), checked: at least 16
+/// characters, without spaces. `what` names it in the error.
+fn shared_secret(
+    inline: &Option<String>,
+    file: &Option<PathBuf>,
+    names: (&'static str, &'static str),
+    what: &str,
+) -> Result<Option<String>, ConfigError> {
+    let (inline_name, file_name) = names;
+    let value = match (inline, file) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                file_name,
+                format!("give `{inline_name}` or `{file_name}`, not both"),
+            ))
+        }
+        (Some(v), None) => Some(v.clone()),
+        (None, Some(path)) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| invalid(file_name, format!("{}: {e}", path.display())))?
+                .trim()
+                .to_owned(),
+        ),
+        (None, None) => None,
+    };
+    if let Some(v) = &value {
+        if v.len() < 16 || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(invalid(
+                inline_name,
+                format!(
+                    "{what} is at least 16 characters, without spaces \
+                     (e.g. `openssl rand -hex 32`)"
+                ),
+            ));
+        }
+    }
+    Ok(value)
 }
 
 #[cfg(test)]

@@ -131,25 +131,41 @@ def ssrf(proxy_port, target_port):
     print(json.dumps({"answers": answers, "all_refused": all(v == "403" for v in answers.values())}))
 
 
-def session_origin(port):
+def serve(port, do_get, keep_alive=False):
+    """Serves GET on 127.0.0.1:PORT with `do_get(handler)` until killed, logging nothing."""
     import http.server
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
         def do_GET(self):
-            cookie = self.headers.get("Cookie", "")
-            who = cookie.split("session=", 1)[1] if "session=" in cookie else "nobody"
-            body = f"account of {who}".encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            do_get(self)
 
         def log_message(self, *args):
             pass
 
     http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+def answer(handler, body, fields):
+    """A 200 with `fields` and `body` (its Content-Length added)."""
+    handler.send_response(200)
+    for name, value in fields:
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def session_origin(port):
+    def do_get(h):
+        cookie = h.headers.get("Cookie", "")
+        who = cookie.split("session=", 1)[1] if "session=" in cookie else "nobody"
+        answer(h, f"account of {who}".encode(), [
+            ("Content-Type", "text/html; charset=utf-8"),
+            ("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT")])
+
+    serve(port, do_get)
 
 
 def deception(proxy_port):
@@ -200,58 +216,38 @@ def slow_readers(port, count, prefix, rate, seconds):
 
 
 def chunked_origin(port):
-    import http.server
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Cache-Control", "max-age=3600")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            chunk = b"%x\r\n%s\r\n" % (65536, b"c" * 65536)
-            try:
-                while True:
-                    self.wfile.write(chunk)
-            except OSError:
-                pass
-            self.close_connection = True
-
-        def log_message(self, *args):
+    def do_get(h):
+        h.send_response(200)
+        h.send_header("Content-Type", "application/octet-stream")
+        h.send_header("Cache-Control", "max-age=3600")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        chunk = b"%x\r\n%s\r\n" % (65536, b"c" * 65536)
+        try:
+            while True:
+                h.wfile.write(chunk)
+        except OSError:
             pass
+        h.close_connection = True
 
-    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    serve(port, do_get, keep_alive=True)
 
 
 def surrogate_origin(port, key_bytes):
-    import http.server
+    def do_get(h):
+        tag = "".join(c if c.isalnum() else "-" for c in h.path)[-40:]
+        keys, size, j = [], 0, 0
+        while size < key_bytes:
+            k = f"{tag}-{j}"
+            keys.append(k)
+            size += len(k) + 1
+            j += 1
+        answer(h, b"s" * 1024, [
+            ("Content-Type", "application/octet-stream"),
+            ("Cache-Control", "max-age=3600"),
+            ("Surrogate-Key", " ".join(keys))])
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self):
-            tag = "".join(c if c.isalnum() else "-" for c in self.path)[-40:]
-            keys, size, j = [], 0, 0
-            while size < key_bytes:
-                k = f"{tag}-{j}"
-                keys.append(k)
-                size += len(k) + 1
-                j += 1
-            body = b"s" * 1024
-            self.send_response(200)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Cache-Control", "max-age=3600")
-            self.send_header("Surrogate-Key", " ".join(keys))
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    serve(port, do_get, keep_alive=True)
 
 
 if __name__ == "__main__":

@@ -29,54 +29,40 @@ def count_status(statuses, key):
     statuses[key] = statuses.get(key, 0) + 1
 
 
-def nps_flood(port, count, query_bytes):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+def requests(port, count, request, timeout=10):
+    """Sends `request(conn, i)` for i in 0..count on one keep-alive connection (a new one after
+    an error); prints the answers' status counts as JSON."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     statuses = {}
-    pad = "x" * max(0, query_bytes - 12)
     for i in range(count):
         try:
-            conn.request("GET", f"/index.html?q={i:012d}{pad}",
-                         headers={"User-Agent": f"agent-{i:08d}-" + "u" * 200})
+            request(conn, i)
             r = conn.getresponse()
             r.read()
             count_status(statuses, r.status)
         except (OSError, http.client.HTTPException):
             count_status(statuses, "error")
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     print(json.dumps({"statuses": statuses}))
+
+
+def nps_flood(port, count, query_bytes):
+    pad = "x" * max(0, query_bytes - 12)
+    requests(port, count, lambda c, i: c.request(
+        "GET", f"/index.html?q={i:012d}{pad}",
+        headers={"User-Agent": f"agent-{i:08d}-" + "u" * 200}))
 
 
 def forward_unique(proxy_port, count, url_base):
-    conn = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
-    statuses = {}
-    for i in range(count):
-        try:
-            conn.request("GET", f"{url_base}?q={i:012d}")
-            r = conn.getresponse()
-            r.read()
-            count_status(statuses, r.status)
-        except (OSError, http.client.HTTPException):
-            count_status(statuses, "error")
-            conn = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
-    print(json.dumps({"statuses": statuses}))
+    requests(proxy_port, count, lambda c, i: c.request("GET", f"{url_base}?q={i:012d}"))
 
 
 def replica_flood(port, count, token):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    statuses = {}
     pad = "p" * 1900
-    for i in range(count):
-        try:
-            conn.request("PUT", f"/_slipstream/replicas/{i:06d}-{pad}", body=b"x",
-                         headers={"Authorization": f"Bearer {token}",
-                                  "Content-Type": "text/plain"})
-            r = conn.getresponse()
-            r.read()
-            count_status(statuses, r.status)
-        except (OSError, http.client.HTTPException):
-            count_status(statuses, "error")
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    print(json.dumps({"statuses": statuses}))
+    requests(port, count, lambda c, i: c.request(
+        "PUT", f"/_slipstream/replicas/{i:06d}-{pad}", body=b"x",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "text/plain"}),
+        timeout=30)
 
 
 def unsealed_syn(nodes):

@@ -80,36 +80,6 @@ pub struct Settings {
     pub members: BTreeMap<String, String>,
 }
 
-impl Settings {
-    /// Settings with the defaults of the `[cluster]` table for everything but the node's name,
-    /// addresses, data directory and secret.
-    pub fn new(
-        name: impl Into<String>,
-        gossip_listen: SocketAddr,
-        data_dir: PathBuf,
-        secret: impl Into<Vec<u8>>,
-    ) -> Settings {
-        let defaults = crate::config::Config::default();
-        Settings {
-            name: name.into(),
-            cluster_id: defaults.cluster_id,
-            gossip_listen,
-            gossip_advertise: gossip_listen,
-            seeds: Vec::new(),
-            advertise: None,
-            data_dir,
-            gossip_interval: Duration::from_millis(defaults.gossip_interval_ms),
-            dead_node_grace: Duration::from_millis(defaults.dead_node_grace_ms),
-            secret: secret.into(),
-            replica_hosts: Vec::new(),
-            max_node_entries: defaults.max_node_entries,
-            max_node_bytes: defaults.max_node_bytes,
-            max_digest_nodes: defaults.max_digest_nodes,
-            members: BTreeMap::new(),
-        }
-    }
-}
-
 /// Why a physical URL may not be announced.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PhysicalError {

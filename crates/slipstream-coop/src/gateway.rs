@@ -31,7 +31,7 @@ use libp2p::identity::{Keypair, PublicKey};
 use slipstream_node::access::Access;
 
 use crate::net::Client;
-use crate::object::{Guid, MAX_BODY_BYTES};
+use crate::object::{Freshness, Guid, SignedObject, MAX_BODY_BYTES};
 use crate::rules;
 
 /// The GUID every gateway of the provider `provider` announces.
@@ -56,6 +56,56 @@ pub struct Gateway {
     timeout: Duration,
     /// Where a fetch may go.
     access: Arc<Access>,
+    /// Revalidations under way, one per object: those that arrive meanwhile wait for its
+    /// outcome instead of sending their own conditional request.
+    flights: Arc<Flights>,
+}
+
+/// What a revalidation sends back ([`Gateway::revalidate`]).
+#[derive(Debug, Clone)]
+pub enum Revalidation {
+    /// The asker's body is current: the record that renews it.
+    Record(Box<Freshness>),
+    /// The object changed, or the asker holds none: the whole object.
+    Object(Arc<SignedObject>),
+}
+
+/// One async lock per object being revalidated; an entry lives while someone holds or waits
+/// for its lock.
+#[derive(Debug, Default)]
+struct Flights(parking_lot::Mutex<std::collections::HashMap<Guid, Arc<tokio::sync::Mutex<()>>>>);
+
+/// A turn at revalidating one object.
+struct Turn<'a> {
+    flights: &'a Flights,
+    guid: Guid,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Flights {
+    async fn turn(&self, guid: Guid) -> Turn<'_> {
+        let lock = self.0.lock().entry(guid).or_default().clone();
+        let guard = Some(lock.clone().lock_owned().await);
+        Turn {
+            flights: self,
+            guid,
+            lock,
+            guard,
+        }
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.guard.take();
+        let mut map = self.flights.0.lock();
+        // Clones are made under the map's lock: two references (the map's and ours) mean
+        // nobody else holds or waits for this one.
+        if Arc::strong_count(&self.lock) == 2 {
+            map.remove(&self.guid);
+        }
+    }
 }
 
 impl Gateway {
@@ -69,6 +119,7 @@ impl Gateway {
             http,
             timeout: Duration::from_secs(10),
             access,
+            flights: Arc::default(),
         }
     }
 
@@ -114,6 +165,14 @@ impl Gateway {
         let mut exchange = self
             .exchange(url, &target, authority.as_str(), &conditional)
             .await?;
+        if held.is_some() && exchange.head.status.is_server_error() {
+            // RFC 9111 §4.3.3: a server error does not replace what is held; the caller
+            // decides whether a stale copy may stand in (stale-if-error).
+            return Err(format!(
+                "{url}: the origin answered {} to the revalidation",
+                exchange.head.status
+            ));
+        }
         let mut refreshed = None;
         if let (Some(h), StatusCode::NOT_MODIFIED) = (held.as_ref(), exchange.head.status) {
             let mut cond_parts = req_parts.clone();
@@ -206,28 +265,72 @@ impl Gateway {
     }
 
     /// Fetches `url` again: a changed response becomes the next version, pushed to the site's
-    /// replicas (004 §4.5). Returns the version pushed, if any.
+    /// replicas (004 §4.5); an unchanged one renews their copies by a pushed freshness record.
+    /// Returns the version pushed, if any.
     pub async fn refresh(&self, url: &str) -> Result<Option<u64>, String> {
         let guid = Guid::new(&self.provider.public(), url);
+        let _turn = self.flights.turn(guid).await;
+        self.refresh_held(url, guid).await
+    }
+
+    async fn refresh_held(&self, url: &str, guid: Guid) -> Result<Option<u64>, String> {
         let before = self.client.store().get(&guid);
         self.insert(url).await?;
         let Some(object) = self.client.store().get(&guid) else {
             return Ok(None);
         };
-        // A new version is an update; the same version with renewed times is a heartbeat
-        // (§5.4: replicas of unchanged content stay fresh instead of expiring between changes).
-        let pushed = before.is_some_and(|b| {
-            b.object.version != object.object.version
-                || b.object.received_at_ms != object.object.received_at_ms
-        });
-        if !pushed {
+        let Some(before) = before else {
             return Ok(None);
-        }
-        if let Err(e) = self.client.push(&object).await {
+        };
+        let pushed = if before.object.version != object.object.version {
+            if before.object.body_hash() == object.object.body_hash() {
+                // A new head on the same body (a 304 changed a field): the record will do.
+                self.client.push_record(&object.freshness()).await
+            } else {
+                self.client.push(&object).await
+            }
+        } else if before.object.received_at_ms != object.object.received_at_ms {
+            // A heartbeat (§5.4): replicas of unchanged content stay fresh instead of expiring
+            // between changes, and no body moves.
+            self.client.push_record(&object.freshness()).await
+        } else {
+            return Ok(None);
+        };
+        if let Err(e) = pushed {
             // No replica follows the site yet: nothing to update.
             tracing::debug!(%url, error = %e, "push not sent");
         }
         Ok(Some(object.object.version))
+    }
+
+    /// Makes sure the object of `url` is fresh here, revalidating it with its origin when it
+    /// is not (one conditional request at a time per object: those asking meanwhile wait for
+    /// its outcome), and pushes the renewal to the site's replicas. The answer is the record
+    /// that renews the asker's copy when `held_body` (its body's SHA-256) is current, or the
+    /// whole object.
+    pub async fn revalidate(
+        &self,
+        url: &str,
+        held_body: Option<[u8; 32]>,
+    ) -> Result<Revalidation, String> {
+        let guid = Guid::new(&self.provider.public(), url);
+        let object = {
+            let _turn = self.flights.turn(guid).await;
+            let store = self.client.store();
+            match store.get(&guid) {
+                Some(o) if rules::fresh(&o.object, SystemTime::now()) => o,
+                _ => {
+                    self.refresh_held(url, guid).await?;
+                    store
+                        .get(&guid)
+                        .ok_or_else(|| format!("{url}: not held after its fetch"))?
+                }
+            }
+        };
+        Ok(match held_body {
+            Some(h) if h == object.object.body_hash() => Revalidation::Record(Box::new(object.freshness())),
+            _ => Revalidation::Object(object),
+        })
     }
 
     /// A monitor (§5.4): refreshes `url` every `period` until the task is dropped, so that a

@@ -27,7 +27,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use libp2p::futures::StreamExt;
 use libp2p::identity::{Keypair, PublicKey};
@@ -39,7 +39,7 @@ use libp2p::{Multiaddr, PeerId, StreamProtocol, Swarm};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::object::{DecodeError, Guid, SignedObject, VerifyError};
+use crate::object::{DecodeError, Freshness, Guid, SignedObject, VerifyError};
 use crate::store::{Put, Store};
 
 /// Our Kademlia protocol: a private DHT, not the IPFS one.
@@ -75,6 +75,15 @@ pub enum CoopRequest {
     /// Send the version of this GUID that had arrived at its gateway by this time (Unix
     /// milliseconds), current or past, if you hold it (time travel, §8).
     FetchAt(#[serde(with = "serde_bytes")] Vec<u8>, u64),
+    /// Send the object with this GUID if you hold it and it is fresh by your clock (RFC 9111
+    /// §4.2); [`CoopResponse::Stale`] if it is not, so that no stale body crosses the network
+    /// only to be thrown away.
+    FetchFresh(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// (To a gateway.) Make sure this URL's object is fresh, revalidating it with its origin
+    /// if it is not (one conditional request however many ask at once), and answer with its
+    /// freshness record when the sender holds the body whose SHA-256 follows (empty: none
+    /// held), or with the whole object.
+    Revalidate(String, #[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// The answer.
@@ -93,6 +102,11 @@ pub enum CoopResponse {
     /// A version asked for by time ([`CoopRequest::FetchAt`]): the object and when that
     /// version was captured (Unix ms; a heartbeat renews the object's own times, not this).
     ObjectAt(#[serde(with = "serde_bytes")] Vec<u8>, u64),
+    /// ([`CoopRequest::FetchFresh`].) Held, but stale here.
+    Stale,
+    /// ([`CoopRequest::Revalidate`].) The object's freshness record, in
+    /// [`Freshness::encode`]'s form: the body the sender holds is current.
+    Fresh(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// What a peer asks of a node's roles.
@@ -104,6 +118,9 @@ pub enum RoleRequest {
     MissHint(String),
     /// Hold a replica of this object (every node's job: each is a content cache, §4.2.1).
     Replicate(Guid),
+    /// Revalidate this URL; the sender holds the body with this SHA-256, if any (a gateway's
+    /// job).
+    Revalidate(String, Option<[u8; 32]>),
 }
 
 /// A role request the node's role task must answer (through [`Client::respond`]).
@@ -297,6 +314,9 @@ pub enum FetchError {
     /// The request failed (dial, timeout, closed connection).
     #[error("the request failed: {0}")]
     Network(String),
+    /// The peer holds it, but not fresh ([`CoopRequest::FetchFresh`]).
+    #[error("the peer's copy is stale")]
+    Stale,
 }
 
 /// Counters, for the status page and the tests.
@@ -317,6 +337,10 @@ pub struct NetStats {
     pub updates_rejected: AtomicU64,
     /// Pushed updates for objects not held here, or not newer than the version held.
     pub updates_ignored: AtomicU64,
+    /// Pushed freshness records applied to a replica (its head renewed, no body moved).
+    pub records_applied: AtomicU64,
+    /// Fetches answered "stale" rather than with a body.
+    pub stale_refused: AtomicU64,
 }
 
 /// A peer and what we know of it.
@@ -491,21 +515,104 @@ impl Client {
             CoopResponse::ObjectAt(bytes, t) => (bytes, Some(t)),
             CoopResponse::Miss => return Err(FetchError::Miss),
             CoopResponse::Refused(why) => return Err(FetchError::Refused(why)),
-            CoopResponse::Inserted(_) | CoopResponse::Ack => {
+            CoopResponse::Inserted(_)
+            | CoopResponse::Ack
+            | CoopResponse::Stale
+            | CoopResponse::Fresh(_) => {
                 return Err(FetchError::Refused("an answer of another request".into()))
             }
         };
-        let object = SignedObject::decode(&bytes).map_err(|e| {
-            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
-            FetchError::Malformed(e)
-        })?;
-        object.verify(&self.trusted, Some(&guid)).map_err(|e| {
-            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
-            FetchError::Rejected(e)
-        })?;
+        let object = self.verified(&bytes, &guid)?;
         // A version is never captured after its object's exchange.
         let received = object.object.received_at_ms;
         Ok((object, captured.map_or(received, |t| t.min(received))))
+    }
+
+    /// Asks `peer` for `guid` only if its copy is fresh by its clock; verified.
+    pub async fn fetch_fresh(&self, peer: PeerId, guid: Guid) -> Result<SignedObject, FetchError> {
+        let answer = self
+            .ask(|done| Command::Ask {
+                peer,
+                request: CoopRequest::FetchFresh(guid.0.to_vec()),
+                done,
+            })
+            .await
+            .unwrap_or_else(|| Err(GONE.to_owned()))
+            .map_err(FetchError::Network)?;
+        match answer {
+            CoopResponse::Object(bytes) => self.verified(&bytes, &guid),
+            CoopResponse::Stale => Err(FetchError::Stale),
+            CoopResponse::Miss => Err(FetchError::Miss),
+            CoopResponse::Refused(why) => Err(FetchError::Refused(why)),
+            other => Err(FetchError::Refused(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// Asks the gateway `peer` to revalidate `url` (RFC 9111 §4.3 through the gateway): the
+    /// object renewed, verified, from the freshness record it sends when `held` (this node's
+    /// stale copy) has the current body, or whole when the object changed or none is held.
+    /// Whether a record did it comes back too.
+    pub async fn revalidate_via(
+        &self,
+        peer: PeerId,
+        url: &str,
+        held: Option<&SignedObject>,
+    ) -> Result<(SignedObject, bool), FetchError> {
+        let hash = held.map_or_else(Vec::new, |h| h.object.body_hash().to_vec());
+        let answer = self
+            .ask(|done| Command::Ask {
+                peer,
+                request: CoopRequest::Revalidate(url.to_owned(), hash),
+                done,
+            })
+            .await
+            .unwrap_or_else(|| Err(GONE.to_owned()))
+            .map_err(FetchError::Network)?;
+        let guid = match (held, self.trusted.first()) {
+            (Some(h), _) => h.guid(),
+            (None, Some(provider)) => Guid::new(provider, url),
+            (None, None) => return Err(FetchError::Refused("no provider is trusted".into())),
+        };
+        match (answer, held) {
+            (CoopResponse::Object(bytes), _) => Ok((self.verified(&bytes, &guid)?, false)),
+            (CoopResponse::Fresh(bytes), Some(held)) => {
+                let record = Freshness::decode(&bytes).map_err(|e| {
+                    self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                    FetchError::Malformed(e)
+                })?;
+                let renewed = record.apply(held, &self.trusted).map_err(|e| {
+                    self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                    FetchError::Rejected(e)
+                })?;
+                Ok((renewed, true))
+            }
+            (CoopResponse::Refused(why), _) => Err(FetchError::Refused(why)),
+            (other, _) => Err(FetchError::Refused(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// `bytes` decoded as an object and verified as `guid` under the trusted providers.
+    fn verified(&self, bytes: &[u8], guid: &Guid) -> Result<SignedObject, FetchError> {
+        let object = SignedObject::decode(bytes).map_err(|e| {
+            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            FetchError::Malformed(e)
+        })?;
+        object.verify(&self.trusted, Some(guid)).map_err(|e| {
+            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            FetchError::Rejected(e)
+        })?;
+        Ok(object)
+    }
+
+    /// Pushes `record` (a gateway's revalidation, §5.4's heartbeat) to the site's replicas,
+    /// which renew the body they hold without moving it.
+    pub async fn push_record(&self, record: &Freshness) -> Result<(), String> {
+        let topic = site_topic(&record.head.url)
+            .ok_or_else(|| format!("{}: not an absolute http(s) URL", record.head.url))?;
+        let data = record.encode();
+        self.ask(|done| Command::Publish { topic, data, done })
+            .await
+            .unwrap_or_else(|| Err(GONE.to_owned()))
     }
 
     /// Neighbours whose digest may hold `guid`, with the level that matched (0: the
@@ -1094,6 +1201,44 @@ impl EventLoop {
                     }
                 },
             },
+            CoopRequest::FetchFresh(guid) => match Guid::from_slice(&guid) {
+                Err(e) => {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    CoopResponse::Refused(e.to_string())
+                }
+                Ok(guid) => match self.store.get(&guid) {
+                    Some(object) if crate::rules::fresh(&object.object, SystemTime::now()) => {
+                        self.stats.served.fetch_add(1, Ordering::Relaxed);
+                        CoopResponse::Object(object.encode())
+                    }
+                    Some(_) => {
+                        self.stats.stale_refused.fetch_add(1, Ordering::Relaxed);
+                        CoopResponse::Stale
+                    }
+                    None => {
+                        self.stats.missed.fetch_add(1, Ordering::Relaxed);
+                        CoopResponse::Miss
+                    }
+                },
+            },
+            CoopRequest::Revalidate(url, hash) => {
+                let hash = match hash.len() {
+                    0 => None,
+                    32 => {
+                        let mut h = [0u8; 32];
+                        h.copy_from_slice(&hash);
+                        Some(h)
+                    }
+                    _ => {
+                        self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                        return self.respond(
+                            channel,
+                            CoopResponse::Refused("a body hash is 32 bytes".into()),
+                        );
+                    }
+                };
+                return self.pass_to_roles(RoleRequest::Revalidate(url, hash), channel);
+            }
             CoopRequest::Insert(url) => {
                 return self.pass_to_roles(RoleRequest::Insert(url), channel)
             }
@@ -1177,6 +1322,9 @@ impl EventLoop {
     /// A pushed object: applied if it verifies, this node holds an older version, and it is
     /// newer; otherwise counted and dropped.
     fn on_push(&mut self, data: &[u8]) {
+        if Freshness::is_record(data) {
+            return self.on_record(data);
+        }
         let verified = SignedObject::decode(data)
             .ok()
             .filter(|o| o.verify(&self.trusted, None).is_ok());
@@ -1197,6 +1345,40 @@ impl EventLoop {
         tokio::task::spawn_blocking(move || {
             let counter = if matches!(store.put(object), Ok(Put::Stored)) {
                 &stats.updates_applied
+            } else {
+                &stats.updates_ignored
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+}
+
+impl EventLoop {
+    /// A pushed freshness record: applied to the replica held here if it verifies, goes with
+    /// the body held and is later than the held head; otherwise counted and dropped.
+    fn on_record(&mut self, data: &[u8]) {
+        let Some(record) = Freshness::decode(data)
+            .ok()
+            .filter(|r| r.verify(&self.trusted, None).is_ok())
+        else {
+            self.stats.updates_rejected.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let renewed = self.store.peek(&record.guid()).and_then(|held| {
+            let later = (record.head.version, record.head.received_at_ms)
+                > (held.object.version, held.object.received_at_ms);
+            later
+                .then(|| record.apply(&held, &self.trusted).ok())
+                .flatten()
+        });
+        let Some(renewed) = renewed else {
+            self.stats.updates_ignored.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let (store, stats) = (self.store.clone(), self.stats.clone());
+        tokio::task::spawn_blocking(move || {
+            let counter = if matches!(store.put(renewed), Ok(Put::Stored)) {
+                &stats.records_applied
             } else {
                 &stats.updates_ignored
             };

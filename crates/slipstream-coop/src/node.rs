@@ -29,9 +29,10 @@ use slipstream_node::router::read_only;
 use slipstream_node::{Ctx, Endpoint, Phase};
 
 use crate::config::{Role, Settings};
-use crate::gateway::Gateway;
+use crate::gateway::{service_guid, Gateway, Revalidation};
 use crate::net::{tcp_swarm, Client, EventLoop, NetConfig};
-use crate::roles::{self, Manager, Via};
+use crate::object::{Guid, SignedObject};
+use crate::roles::{self, Lookup, Manager, Via};
 use crate::rules;
 use crate::store::Store;
 
@@ -67,6 +68,17 @@ pub struct Lookups {
     pub hints_failed: AtomicU64,
     /// Hints not sent because [`MAX_HINTS_IN_FLIGHT`] were already out.
     pub hints_dropped: AtomicU64,
+    /// Stale copies renewed by a gateway's freshness record (no body moved), then answered.
+    pub revalidated: AtomicU64,
+    /// Objects a gateway sent whole after a revalidation (changed, or held only stale at
+    /// peers), then answered.
+    pub refetched: AtomicU64,
+    /// Stale copies answered while a revalidation runs in the background (RFC 5861 §3).
+    pub stale_while_revalidate: AtomicU64,
+    /// Stale copies answered because their revalidation failed (RFC 5861 §4).
+    pub stale_if_error: AtomicU64,
+    /// Revalidations that failed (no gateway, or the origin did not answer).
+    pub revalidation_failed: AtomicU64,
 }
 
 /// Hints a node has out at once at most; beyond, a hint is dropped (a hint is advice: a flood
@@ -88,6 +100,11 @@ impl Lookups {
             "hints_sent": g(&self.hints_sent),
             "hints_failed": g(&self.hints_failed),
             "hints_dropped": g(&self.hints_dropped),
+            "revalidated": g(&self.revalidated),
+            "refetched": g(&self.refetched),
+            "stale_while_revalidate": g(&self.stale_while_revalidate),
+            "stale_if_error": g(&self.stale_if_error),
+            "revalidation_failed": g(&self.revalidation_failed),
         })
     }
 }
@@ -106,7 +123,20 @@ pub struct CoopNode {
     /// Where the browser proxy and the gateway may go: the `[proxy]` rules with the node's
     /// peer-to-peer listeners added to its own.
     access: Arc<Access>,
+    /// This node's own gateway, which revalidates its stale copies directly.
+    gateway: Option<Gateway>,
+    /// The provider's gateways the DHT named last, and when.
+    gateways: parking_lot::Mutex<Option<(Instant, Vec<libp2p::PeerId>)>>,
+    /// Objects being revalidated in the background (stale-while-revalidate).
+    revalidating: parking_lot::Mutex<std::collections::HashSet<Guid>>,
 }
+
+/// How long a node keeps the list of gateways the DHT named before it looks again (sooner
+/// when none answered).
+const GATEWAYS_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Gateways a revalidation tries, nearest first, before it gives up.
+const GATEWAYS_TRIED: usize = 2;
 
 impl CoopNode {
     /// The handle on the swarm.
@@ -212,6 +242,91 @@ impl CoopNode {
         };
         let port = req.uri.port_u16().unwrap_or(80);
         self.access.resolve(host, port).await.is_ok()
+    }
+
+    /// Has a gateway revalidate `url` (RFC 9111 §4.3 across the cooperative cache): this
+    /// node's own, or the nearest the DHT names (the next when one fails). `held` is this
+    /// node's stale copy, renewed by the gateway's freshness record when its body is current;
+    /// otherwise the gateway sends the object whole. The renewed object is held here (off the
+    /// request path) and returned, with whether a record did it and which gateway answered.
+    async fn revalidate(
+        self: &Arc<Self>,
+        url: &str,
+        held: Option<&SignedObject>,
+    ) -> Result<(Arc<SignedObject>, bool, Option<libp2p::PeerId>), String> {
+        if let Some(g) = &self.gateway {
+            let trusted = [self.settings.provider.clone()];
+            let hash = held.map(|h| h.object.body_hash());
+            return match (g.revalidate(url, hash).await?, held) {
+                (Revalidation::Record(r), Some(h)) => r
+                    .apply(h, &trusted)
+                    .map(|o| (Arc::new(o), true, None))
+                    .map_err(|e| e.to_string()),
+                (Revalidation::Object(o), _) => Ok((o, false, None)),
+                (Revalidation::Record(_), None) => Err("a record for no copy".into()),
+            };
+        }
+        let mut last = String::from("no gateway found");
+        for peer in self.gateways().await.into_iter().take(GATEWAYS_TRIED) {
+            match self.client.revalidate_via(peer, url, held).await {
+                Ok((object, record)) => {
+                    let client = self.client.clone();
+                    let keep = object.clone();
+                    // The store's disk write stays off the request path.
+                    tokio::spawn(async move {
+                        if let Err(e) = client.hold(keep).await {
+                            tracing::debug!(error = %e, "a revalidated object not held");
+                        }
+                    });
+                    return Ok((Arc::new(object), record, Some(peer)));
+                }
+                Err(e) => {
+                    // The list is looked up again next time.
+                    *self.gateways.lock() = None;
+                    last = format!("gateway {}: {e}", short_id(&peer));
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// The provider's gateways, nearest first: the list the DHT named within the last
+    /// [`GATEWAYS_TTL`], or a new one.
+    async fn gateways(&self) -> Vec<libp2p::PeerId> {
+        if let Some((at, list)) = &*self.gateways.lock() {
+            if at.elapsed() < GATEWAYS_TTL && !list.is_empty() {
+                return list.clone();
+            }
+        }
+        let found = self
+            .client
+            .find_providers(
+                service_guid(&self.settings.provider),
+                3,
+                self.settings.lookup_budget,
+            )
+            .await;
+        let list = roles::nearest_first(&self.client, found).await;
+        *self.gateways.lock() = Some((Instant::now(), list.clone()));
+        list
+    }
+
+    /// Revalidates `held` in the background, once at a time per object (stale-while-revalidate).
+    fn revalidate_later(self: &Arc<Self>, url: String, held: Arc<SignedObject>) {
+        let guid = held.guid();
+        if !self.revalidating.lock().insert(guid) {
+            return;
+        }
+        let node = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = node.revalidate(&url, Some(&held)).await {
+                node.lookups
+                    .revalidation_failed
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%url, error = %e, "background revalidation failed");
+            }
+            node.revalidating.lock().remove(&guid);
+        });
     }
 
     /// Sends a hint about `url` to a cache manager, off the request path.
@@ -373,6 +488,7 @@ pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNo
     }
     let access = with_listeners(&client, &settings, &access).await;
     let mut own_manager = None;
+    let mut own_gateway = None;
     if let Some(queue) = queue {
         let gateway = match (
             &settings.provider_key,
@@ -405,6 +521,7 @@ pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNo
         } else {
             None
         };
+        own_gateway = gateway.clone();
         tokio::spawn(roles::serve(client.clone(), gateway, manager, queue));
     }
     Ok(Arc::new(CoopNode {
@@ -415,6 +532,9 @@ pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNo
         manager: own_manager,
         hints: Arc::new(tokio::sync::Semaphore::new(MAX_HINTS_IN_FLIGHT)),
         access,
+        gateway: own_gateway,
+        gateways: parking_lot::Mutex::new(None),
+        revalidating: parking_lot::Mutex::default(),
     }))
 }
 
@@ -514,6 +634,19 @@ enum Outcome {
         /// How it was found.
         via: &'static str,
     },
+    /// A gateway revalidated it: this node's stale copy renewed by a record (`record`), or
+    /// the object sent whole (changed, or held here not at all).
+    Revalidated {
+        /// Whether this node held a copy (stale).
+        had_copy: bool,
+        /// Whether a freshness record renewed it (no body moved).
+        record: bool,
+        /// The gateway (`None`: this node's own).
+        gateway: Option<libp2p::PeerId>,
+    },
+    /// A stale copy answered: while it is revalidated (`stale-while-revalidate`), or because
+    /// its revalidation failed (`stale-if-error`).
+    StaleServed(&'static str),
 }
 
 impl Outcome {
@@ -528,6 +661,21 @@ impl Outcome {
                 let peer = from.map(|p| short_id(&p)).unwrap_or_else(|| "?".into());
                 format!("slipstream-coop; hit; detail=\"peer {peer} via {via}\"")
             }
+            // RFC 9211 §2.2: `fwd` says why the cache went forward, `fwd-status` what its next
+            // hop (the gateway) answered: 304 when its record renewed the copy held.
+            Outcome::Revalidated {
+                had_copy,
+                record,
+                gateway,
+            } => {
+                let fwd = if *had_copy { "stale" } else { "miss" };
+                let fwd_status = if *record { 304 } else { 200 };
+                let gateway = gateway.map_or_else(|| "own".to_owned(), |p| short_id(&p));
+                format!(
+                    "slipstream-coop; fwd={fwd}; fwd-status={fwd_status}; detail=\"revalidated by gateway {gateway}\""
+                )
+            }
+            Outcome::StaleServed(why) => format!("slipstream-coop; hit; detail={why}"),
         }
     }
 }
@@ -544,21 +692,82 @@ pub fn short_id(peer: &libp2p::PeerId) -> String {
 pub struct BrowserProxy(pub Arc<CoopNode>);
 
 impl BrowserProxy {
-    /// A fresh object's response (RFC 9111 §4: `reuse` says Fresh), with its `Age`; `None`
-    /// when it may not answer `req` now.
-    fn answer(&self, found: &roles::Found, req: &request::Parts) -> Option<Response<Body>> {
-        let now = SystemTime::now();
-        let object = &found.object.object;
-        match rules::reuse(object, req, now) {
-            Some(Reuse::Fresh) => {}
-            _ => return None,
-        }
+    /// `object`'s response with its `Age`.
+    fn answer(object: &crate::object::Object, now: SystemTime) -> Response<Body> {
         let mut res = response_of(object);
         if let Some(age) = rules::age(object, now) {
             res.headers_mut()
                 .insert(AGE, HeaderValue::from(age.as_secs()));
         }
-        Some(res)
+        res
+    }
+
+    /// The answer to `req` after a gateway revalidated `url` (`held`: this node's stale copy,
+    /// if any), if the renewed object may answer it; a stale copy if the revalidation failed
+    /// and `stale-if-error` allows it. `None`: the origin answers.
+    async fn after_revalidation(
+        &self,
+        ctx: &mut Ctx,
+        req: &request::Parts,
+        url: &str,
+        held: Option<&Arc<SignedObject>>,
+    ) -> Option<Response<Body>> {
+        let node = &self.0;
+        match node.revalidate(url, held.map(|h| &**h)).await {
+            Ok((object, record, gateway)) => {
+                let now = SystemTime::now();
+                if rules::reuse(&object.object, req, now) != Some(Reuse::Fresh) {
+                    node.lookups.stale.fetch_add(1, Ordering::Relaxed);
+                    ctx.extensions.insert(Outcome::Stale);
+                    return None;
+                }
+                let counter = if record {
+                    &node.lookups.revalidated
+                } else {
+                    &node.lookups.refetched
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                ctx.extensions.insert(Outcome::Revalidated {
+                    had_copy: held.is_some(),
+                    record,
+                    gateway,
+                });
+                Some(Self::answer(&object.object, now))
+            }
+            Err(why) => {
+                node.lookups
+                    .revalidation_failed
+                    .fetch_add(1, Ordering::Relaxed);
+                // Held only at peers: a stale copy is worth moving now, if it may answer.
+                let elsewhere = match held {
+                    Some(_) => None,
+                    None => roles::lookup_stale(
+                        &node.client,
+                        &node.settings.provider,
+                        url,
+                        node.settings.lookup_budget,
+                    )
+                    .await
+                    .map(|f| f.object),
+                };
+                let now = SystemTime::now();
+                match held.or(elsewhere.as_ref()) {
+                    Some(h) if rules::stale_if_error(&h.object, req, now) => {
+                        tracing::info!(%url, %why, "revalidation failed: a stale copy answers (stale-if-error)");
+                        node.lookups.stale_if_error.fetch_add(1, Ordering::Relaxed);
+                        ctx.extensions
+                            .insert(Outcome::StaleServed("stale-if-error"));
+                        Some(Self::answer(&h.object, now))
+                    }
+                    _ => {
+                        tracing::debug!(%url, %why, "revalidation failed: the origin answers");
+                        node.lookups.stale.fetch_add(1, Ordering::Relaxed);
+                        ctx.extensions.insert(Outcome::Stale);
+                        None
+                    }
+                }
+            }
+        }
     }
 
     /// A past version as a memento (RFC 7089 §2.1): its stored response, whatever its
@@ -633,18 +842,45 @@ impl Phase for BrowserProxy {
             // Nothing that old: the resource as it is (no Memento-Datetime says so).
             node.lookups.no_memento.fetch_add(1, Ordering::Relaxed);
         }
-        let found =
-            roles::lookup(&node.client, &providers, &url, node.settings.lookup_budget).await;
-        let Some(found) = found else {
-            node.lookups.miss.fetch_add(1, Ordering::Relaxed);
-            ctx.extensions.insert(Outcome::Miss { url });
-            return None;
+        let looked =
+            roles::lookup_fresh(&node.client, &providers, &url, node.settings.lookup_budget).await;
+        let found = match looked {
+            Lookup::Found(found) => found,
+            // Peers hold it, stale: a gateway revalidates it and sends it whole, rather than
+            // the origin sending it again.
+            Lookup::StaleElsewhere => return self.after_revalidation(ctx, req, &url, None).await,
+            Lookup::Miss => {
+                node.lookups.miss.fetch_add(1, Ordering::Relaxed);
+                ctx.extensions.insert(Outcome::Miss { url });
+                return None;
+            }
         };
-        let Some(res) = self.answer(&found, req) else {
-            node.lookups.stale.fetch_add(1, Ordering::Relaxed);
-            ctx.extensions.insert(Outcome::Stale);
-            return None;
-        };
+        let now = SystemTime::now();
+        match rules::reuse(&found.object.object, req, now) {
+            Some(Reuse::Fresh) => {}
+            Some(Reuse::StaleWhileRevalidate) => {
+                node.lookups
+                    .stale_while_revalidate
+                    .fetch_add(1, Ordering::Relaxed);
+                node.revalidate_later(url, found.object.clone());
+                ctx.extensions
+                    .insert(Outcome::StaleServed("stale-while-revalidate"));
+                return Some(Self::answer(&found.object.object, now));
+            }
+            // Stale: a gateway revalidates it (a request that asks for more than a fresh copy,
+            // no-cache say, goes to the origin as it would without the cooperative cache).
+            Some(Reuse::Validate(_)) if !rules::fresh(&found.object.object, now) => {
+                return self
+                    .after_revalidation(ctx, req, &url, Some(&found.object))
+                    .await;
+            }
+            _ => {
+                node.lookups.stale.fetch_add(1, Ordering::Relaxed);
+                ctx.extensions.insert(Outcome::Stale);
+                return None;
+            }
+        }
+        let res = Self::answer(&found.object.object, now);
         let from = found.from;
         let (counter, outcome) = match found.via {
             Via::Store => (&node.lookups.store, Outcome::Store),

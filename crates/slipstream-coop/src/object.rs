@@ -28,10 +28,15 @@ pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 const MAGIC: &[u8; 4] = b"SSCO";
-const FORMAT: u8 = 1;
-/// Signatures are over this tag and the object's encoding, so that no other message the key
-/// signs (gossipsub's, for one) can be replayed as an object.
-const SIGNING_TAG: &[u8] = b"slipstream-coop/object/v1\0";
+/// Format 2 signs the head and the body's SHA-256 (format 1 signed the body itself, so no
+/// head could be renewed without moving the body). Objects of format 1 are not read: a store
+/// drops them at start and they are fetched again.
+const FORMAT: u8 = 2;
+/// A freshness record's magic: the signed head of an object, without its body.
+const RECORD_MAGIC: &[u8; 4] = b"SSCF";
+/// Signatures are over this tag, the object's head and its body's SHA-256, so that no other
+/// message the key signs (gossipsub's, for one) can be replayed as an object.
+const SIGNING_TAG: &[u8] = b"slipstream-coop/object/v2\0";
 
 /// The public key inside an ed25519 peer id (`12D3KooW…`), which embeds its key: how a
 /// configuration names a cache provider to trust. `None` for ids that only hash their key.
@@ -141,6 +146,12 @@ impl Object {
     }
 
     fn encode_into(&self, out: &mut impl Sink) {
+        self.encode_head_into(out);
+        put_bytes(out, &self.body);
+    }
+
+    /// Everything but the body.
+    fn encode_head_into(&self, out: &mut impl Sink) {
         put_bytes(out, self.url.as_bytes());
         out.put(&self.status.to_be_bytes());
         out.put(&(self.headers.len() as u32).to_be_bytes());
@@ -151,10 +162,21 @@ impl Object {
         out.put(&self.requested_at_ms.to_be_bytes());
         out.put(&self.received_at_ms.to_be_bytes());
         out.put(&self.version.to_be_bytes());
-        put_bytes(out, &self.body);
+    }
+
+    /// SHA-256 of the body.
+    pub fn body_hash(&self) -> [u8; 32] {
+        sha256(&self.body)
     }
 
     fn decode_from(r: &mut Reader<'_>) -> Result<Object, DecodeError> {
+        let mut object = Object::decode_head_from(r)?;
+        object.body = Bytes::copy_from_slice(r.bytes("body", MAX_BODY_BYTES)?);
+        Ok(object)
+    }
+
+    /// The head [`Object::encode_head_into`] wrote, with an empty body.
+    fn decode_head_from(r: &mut Reader<'_>) -> Result<Object, DecodeError> {
         let url = r.string("url", MAX_URL_BYTES)?;
         let status = r.u16("status")?;
         if !(100..=999).contains(&status) {
@@ -178,29 +200,36 @@ impl Object {
         let requested_at_ms = r.u64("requested_at")?;
         let received_at_ms = r.u64("received_at")?;
         let version = r.u64("version")?;
-        let body = Bytes::copy_from_slice(r.bytes("body", MAX_BODY_BYTES)?);
         Ok(Object {
             url,
             status,
             headers,
-            body,
+            body: Bytes::new(),
             requested_at_ms,
             received_at_ms,
             version,
         })
     }
 
-    fn signing_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(SIGNING_TAG.len() + self.size() as usize + 64);
+    /// What the provider signs: the tag, the head and `body_hash` (the body's SHA-256), so
+    /// that a renewed head can travel without its body ([`Freshness`]).
+    fn signing_bytes(&self, body_hash: &[u8; 32]) -> Vec<u8> {
+        let head: usize = self
+            .headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 8)
+            .sum();
+        let mut out = Vec::with_capacity(SIGNING_TAG.len() + self.url.len() + head + 96);
         out.extend_from_slice(SIGNING_TAG);
-        self.encode_into(&mut out);
+        self.encode_head_into(&mut out);
+        out.extend_from_slice(body_hash);
         out
     }
 
     /// Signs the object with its cache provider's key.
     pub fn sign(self, provider: &Keypair) -> Result<SignedObject, SignError> {
         let signature = provider
-            .sign(&self.signing_bytes())
+            .sign(&self.signing_bytes(&self.body_hash()))
             .map_err(|e| SignError(e.to_string()))?;
         Ok(SignedObject {
             object: self,
@@ -238,6 +267,9 @@ pub enum VerifyError {
     /// It is not the object that was asked for.
     #[error("its GUID does not match its provider and URL")]
     WrongGuid,
+    /// A freshness record for another body than the one held (the object changed).
+    #[error("it is a record of another body than the one held")]
+    OtherBody,
 }
 
 impl SignedObject {
@@ -258,10 +290,8 @@ impl SignedObject {
                 self.provider.to_peer_id().to_string(),
             ));
         }
-        if !self
-            .provider
-            .verify(&self.object.signing_bytes(), &self.signature)
-        {
+        let signed = self.object.signing_bytes(&self.object.body_hash());
+        if !self.provider.verify(&signed, &self.signature) {
             return Err(VerifyError::BadSignature);
         }
         if expected.is_some_and(|g| *g != self.guid()) {
@@ -319,6 +349,141 @@ impl SignedObject {
             signature,
         })
     }
+}
+
+/// A freshness record (004 §5.4, RFC 9111 §4.3.4 across the cooperative cache): an object's
+/// head as its provider signed it (new exchange times, the fields a 304 updated), with the
+/// SHA-256 of the body that head goes with, and no body. The provider's signature of an object
+/// covers exactly this, so a gateway that has revalidated an object sends the record of the
+/// object it holds and signs nothing new; a replica holding the same body applies it
+/// ([`Freshness::apply`]) and has an object whose signature verifies, fresh again, without the
+/// body moving between nodes. A few hundred bytes, whatever the body's size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Freshness {
+    /// The object's head: URL, status, fields, exchange times, version (body empty).
+    pub head: Object,
+    /// SHA-256 of the body the head goes with.
+    pub body_hash: [u8; 32],
+    /// The cache provider's public key.
+    pub provider: PublicKey,
+    /// The provider's signature over the head and `body_hash`.
+    pub signature: Vec<u8>,
+}
+
+impl SignedObject {
+    /// The object's freshness record: its head and signature without the body.
+    pub fn freshness(&self) -> Freshness {
+        let mut head = self.object.clone();
+        head.body = Bytes::new();
+        Freshness {
+            head,
+            body_hash: self.object.body_hash(),
+            provider: self.provider.clone(),
+            signature: self.signature.clone(),
+        }
+    }
+}
+
+impl Freshness {
+    /// The GUID of the object it renews.
+    pub fn guid(&self) -> Guid {
+        Guid::new(&self.provider, &self.head.url)
+    }
+
+    /// Checks that `trusted` holds the provider's key, that the signature verifies and that
+    /// the record is for `expected` (when given).
+    pub fn verify(
+        &self,
+        trusted: &[PublicKey],
+        expected: Option<&Guid>,
+    ) -> Result<(), VerifyError> {
+        if !trusted.contains(&self.provider) {
+            return Err(VerifyError::Untrusted(
+                self.provider.to_peer_id().to_string(),
+            ));
+        }
+        if !self
+            .provider
+            .verify(&self.head.signing_bytes(&self.body_hash), &self.signature)
+        {
+            return Err(VerifyError::BadSignature);
+        }
+        if expected.is_some_and(|g| *g != self.guid()) {
+            return Err(VerifyError::WrongGuid);
+        }
+        Ok(())
+    }
+
+    /// `held` renewed by this record: the held body under the record's head and signature,
+    /// verified under `trusted`. An error when the record does not verify, is for another
+    /// object, or goes with another body (the object changed: the new body must be fetched).
+    pub fn apply(
+        &self,
+        held: &SignedObject,
+        trusted: &[PublicKey],
+    ) -> Result<SignedObject, VerifyError> {
+        self.verify(trusted, Some(&held.guid()))?;
+        if held.object.body_hash() != self.body_hash {
+            return Err(VerifyError::OtherBody);
+        }
+        let mut object = self.head.clone();
+        object.body = held.object.body.clone();
+        Ok(SignedObject {
+            object,
+            provider: self.provider.clone(),
+            signature: self.signature.clone(),
+        })
+    }
+
+    /// The wire form.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.head.size() as usize + 256);
+        out.extend_from_slice(RECORD_MAGIC);
+        out.push(FORMAT);
+        put_bytes(&mut out, &self.provider.encode_protobuf());
+        put_bytes(&mut out, &self.signature);
+        self.head.encode_head_into(&mut out);
+        out.extend_from_slice(&self.body_hash);
+        out
+    }
+
+    /// Reads [`Freshness::encode`]'s form; the signature is not checked here.
+    pub fn decode(bytes: &[u8]) -> Result<Freshness, DecodeError> {
+        let mut r = Reader { bytes, at: 0 };
+        if r.take("magic", 4)? != RECORD_MAGIC {
+            return Err(DecodeError::Field("magic", "not a freshness record"));
+        }
+        let format = r.take("format", 1)?[0];
+        if format != FORMAT {
+            return Err(DecodeError::Format(format));
+        }
+        let provider = PublicKey::try_decode_protobuf(r.bytes("provider", 1024)?)
+            .map_err(|_| DecodeError::Field("provider", "not a public key"))?;
+        let signature = r.bytes("signature", 1024)?.to_vec();
+        let head = Object::decode_head_from(&mut r)?;
+        let mut body_hash = [0u8; 32];
+        body_hash.copy_from_slice(r.take("body hash", 32)?);
+        if r.at != bytes.len() {
+            return Err(DecodeError::Field("record", "trailing bytes"));
+        }
+        Ok(Freshness {
+            head,
+            body_hash,
+            provider,
+            signature,
+        })
+    }
+
+    /// Whether `bytes` starts as a freshness record (rather than an object).
+    pub fn is_record(bytes: &[u8]) -> bool {
+        bytes.starts_with(RECORD_MAGIC)
+    }
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+    out
 }
 
 /// A malformed object encoding.
@@ -547,13 +712,64 @@ mod tests {
         assert_eq!(SignedObject::decode(&format), Err(DecodeError::Format(9)));
     }
 
+    #[test]
+    fn a_freshness_record_renews_the_held_body_and_nothing_else() {
+        let key = Keypair::generate_ed25519();
+        let trusted = [key.public()];
+        let held = object("http://example.com/a", b"hello").sign(&key).unwrap();
+        let mut renewed = held.object.clone();
+        renewed.requested_at_ms += 60_000;
+        renewed.received_at_ms += 60_000;
+        let renewed = renewed.sign(&key).unwrap();
+        let record = Freshness::decode(&renewed.freshness().encode()).unwrap();
+        assert!(Freshness::is_record(&record.encode()));
+        assert!(!Freshness::is_record(&held.encode()));
+        assert!(record.encode().len() < 300, "{}", record.encode().len());
+        // Applied to the held body: the renewed object, whose signature verifies.
+        let applied = record.apply(&held, &trusted).unwrap();
+        assert_eq!(applied, renewed);
+        applied.verify(&trusted, Some(&held.guid())).unwrap();
+
+        // Another body: refused (the object changed; its body must be fetched).
+        let other = object("http://example.com/a", b"bye").sign(&key).unwrap();
+        assert_eq!(record.apply(&other, &trusted), Err(VerifyError::OtherBody));
+        // Another object: refused.
+        let b = object("http://example.com/b", b"hello").sign(&key).unwrap();
+        assert_eq!(record.apply(&b, &trusted), Err(VerifyError::WrongGuid));
+        // A forged record: a later expiry it was never signed with.
+        let mut forged = record.clone();
+        forged.head.received_at_ms += 3_600_000;
+        assert_eq!(
+            forged.apply(&held, &trusted),
+            Err(VerifyError::BadSignature)
+        );
+        // Signed by a key not trusted.
+        let stranger = Keypair::generate_ed25519();
+        let theirs = object("http://example.com/a", b"hello")
+            .sign(&stranger)
+            .unwrap();
+        assert!(matches!(
+            theirs.freshness().verify(&trusted, None),
+            Err(VerifyError::Untrusted(_))
+        ));
+        // Malformed records are errors, never panics.
+        let bytes = record.encode();
+        for cut in [0, 3, 5, 20, bytes.len() - 1] {
+            assert!(Freshness::decode(&bytes[..cut]).is_err(), "cut {cut}");
+        }
+        assert!(Freshness::decode(&held.encode()).is_err());
+    }
+
     proptest! {
         #[test]
         fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
             let _ = SignedObject::decode(&bytes);
-            let mut framed = b"SSCO\x01".to_vec();
+            let mut framed = b"SSCO\x02".to_vec();
             framed.extend_from_slice(&bytes);
             let _ = SignedObject::decode(&framed);
+            let mut record = b"SSCF\x02".to_vec();
+            record.extend_from_slice(&bytes);
+            let _ = Freshness::decode(&record);
         }
     }
 }

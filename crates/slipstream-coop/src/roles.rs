@@ -22,7 +22,7 @@ use libp2p::PeerId;
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::decide::{self, HotCounter};
-use crate::gateway::{service_guid, Gateway};
+use crate::gateway::{service_guid, Gateway, Revalidation};
 use crate::net::{Client, CoopResponse, FetchError, Inbound, RoleRequest};
 use crate::object::{Guid, SignedObject};
 
@@ -62,7 +62,7 @@ pub struct Found {
 }
 
 /// Providers of `guid` ordered nearest first: measured RTTs ascending, unmeasured last.
-async fn nearest_first(client: &Client, mut providers: Vec<PeerId>) -> Vec<PeerId> {
+pub(crate) async fn nearest_first(client: &Client, mut providers: Vec<PeerId>) -> Vec<PeerId> {
     let peers = client.peers().await;
     decide::nearest_first(&mut providers, |p| {
         peers.iter().find(|i| i.peer == *p).and_then(|i| i.rtt)
@@ -70,18 +70,31 @@ async fn nearest_first(client: &Client, mut providers: Vec<PeerId>) -> Vec<PeerI
     providers
 }
 
-/// The first of `peers`, nearest first, that sends `guid` verified: its current version, or
-/// with `at_ms` the version captured by then (time travel).
+/// What a lookup of the peers came to.
+#[derive(Debug, Default)]
+struct Asked {
+    /// Some peer holds it, but stale by its clock: revalidating through a gateway beats a
+    /// full fetch from the origin.
+    stale_seen: bool,
+    /// Take a stale copy too (it will be used: stale-if-error).
+    stale_wanted: bool,
+}
+
+/// The first of `peers`, nearest first, that sends `guid` verified: its current version if
+/// fresh at the peer (a stale copy stays where it is, `asked` notes it), or with `at_ms` the
+/// version captured by then (time travel).
 async fn fetch_nearest(
     client: &Client,
     peers: Vec<PeerId>,
     guid: Guid,
     at_ms: Option<u64>,
     via: Via,
+    asked: &mut Asked,
 ) -> Option<Found> {
     for peer in nearest_first(client, peers).await {
         let fetched = match at_ms {
-            None => client.fetch(peer, guid).await.map(|o| (o, None)),
+            None if asked.stale_wanted => client.fetch(peer, guid).await.map(|o| (o, None)),
+            None => client.fetch_fresh(peer, guid).await.map(|o| (o, None)),
             Some(ms) => client
                 .fetch_at(peer, guid, ms)
                 .await
@@ -96,19 +109,33 @@ async fn fetch_nearest(
                     captured_ms,
                 })
             }
+            Err(FetchError::Stale) => asked.stale_seen = true,
             Err(e) => tracing::debug!(%peer, error = %e, "a holder failed; the next"),
         }
     }
     None
 }
 
-/// Copies `guid` from the nearest of `holders` that sends it verified, and holds it here.
+/// Copies `guid` from the nearest of `holders` that sends it verified and fresh, and holds it
+/// here.
 async fn copy_from(client: &Client, holders: Vec<PeerId>, guid: Guid) -> Result<Guid, String> {
-    let found = fetch_nearest(client, holders, guid, None, Via::Dht)
+    let found = fetch_nearest(client, holders, guid, None, Via::Dht, &mut Asked::default())
         .await
-        .ok_or("no holder sent it")?;
+        .ok_or("no holder sent it fresh")?;
     client.hold((*found.object).clone()).await?;
     Ok(guid)
+}
+
+/// What [`lookup_fresh`] found.
+#[derive(Debug)]
+pub enum Lookup {
+    /// This node's own copy (fresh or not: the caller judges it against the request), or a
+    /// peer's fresh one.
+    Found(Found),
+    /// Only stale copies, at peers: none crossed the network.
+    StaleElsewhere,
+    /// Nowhere.
+    Miss,
 }
 
 /// The browser proxy's lookup of `url` among the objects of the providers it trusts: its own
@@ -120,10 +147,24 @@ pub async fn lookup(
     url: &str,
     budget: Duration,
 ) -> Option<Found> {
+    match lookup_fresh(client, providers, url, budget).await {
+        Lookup::Found(found) => Some(found),
+        Lookup::StaleElsewhere | Lookup::Miss => None,
+    }
+}
+
+/// [`lookup`], telling a miss from copies found stale at peers.
+pub async fn lookup_fresh(
+    client: &Client,
+    providers: &[PublicKey],
+    url: &str,
+    budget: Duration,
+) -> Lookup {
+    let mut asked = Asked::default();
     for provider in providers {
         let guid = Guid::new(provider, url);
         if let Some(object) = client.store().get(&guid) {
-            return Some(Found {
+            return Lookup::Found(Found {
                 from: None,
                 via: Via::Store,
                 object,
@@ -138,15 +179,49 @@ pub async fn lookup(
             .filter(|(_, level)| *level == 0)
             .map(|(p, _)| p)
             .collect();
-        if let Some(found) = fetch_nearest(client, near, guid, None, Via::Nearby).await {
-            return Some(found);
+        if let Some(found) = fetch_nearest(client, near, guid, None, Via::Nearby, &mut asked).await
+        {
+            return Lookup::Found(found);
         }
         let holders = client.find_providers(guid, 3, budget).await;
-        if let Some(found) = fetch_nearest(client, holders, guid, None, Via::Dht).await {
-            return Some(found);
+        if let Some(found) = fetch_nearest(client, holders, guid, None, Via::Dht, &mut asked).await
+        {
+            return Lookup::Found(found);
         }
     }
-    None
+    if asked.stale_seen {
+        Lookup::StaleElsewhere
+    } else {
+        Lookup::Miss
+    }
+}
+
+/// A copy of `url` whatever its freshness, from the nearest peer that holds one (a neighbour
+/// first, then the DHT within `budget`), verified: for a request that a stale copy may answer
+/// because its revalidation failed (stale-if-error).
+pub async fn lookup_stale(
+    client: &Client,
+    provider: &PublicKey,
+    url: &str,
+    budget: Duration,
+) -> Option<Found> {
+    let guid = Guid::new(provider, url);
+    let asked = &mut Asked {
+        stale_wanted: true,
+        ..Asked::default()
+    };
+    let near: Vec<PeerId> = client
+        .nearby(guid)
+        .await
+        .into_iter()
+        .filter(|(_, level)| *level == 0)
+        .map(|(p, _)| p)
+        .collect();
+    if let Some(found) = fetch_nearest(client, near, guid, None, Via::Nearby, asked).await {
+        return Some(found);
+    }
+    let holders = client.find_providers(guid, 3, budget).await;
+    fetch_nearest(client, holders, guid, None, Via::Dht, asked).await
 }
 
 /// Time travel (§8): the version of `url` that had arrived at its gateway by `at_ms` (Unix
@@ -170,7 +245,10 @@ pub async fn lookup_at(
             });
         }
         let holders = client.find_providers(guid, 8, budget).await;
-        if let Some(found) = fetch_nearest(client, holders, guid, Some(at_ms), Via::Dht).await {
+        let asked = &mut Asked::default();
+        if let Some(found) =
+            fetch_nearest(client, holders, guid, Some(at_ms), Via::Dht, asked).await
+        {
             return Some(found);
         }
     }
@@ -319,23 +397,24 @@ impl Manager {
         if let Some(gateway) = &self.gateway {
             return gateway.insert(url).await;
         }
-        let mut holders = self.client.find_providers(guid, 3, self.budget).await;
-        if holders.is_empty() {
-            let gateways = self
-                .client
-                .find_providers(service_guid(&self.provider), 1, self.budget)
-                .await;
-            let gateway = *nearest_first(&self.client, gateways)
-                .await
-                .first()
-                .ok_or("no gateway found")?;
-            self.client
-                .insert_via(gateway, url)
-                .await
-                .map_err(|e| e.to_string())?;
-            holders = vec![gateway];
+        let holders = self.client.find_providers(guid, 3, self.budget).await;
+        if !holders.is_empty() && copy_from(&self.client, holders, guid).await.is_ok() {
+            return Ok(guid);
         }
-        copy_from(&self.client, holders, guid).await
+        // Held nowhere, or only stale: a gateway inserts it (revalidating what it holds).
+        let gateways = self
+            .client
+            .find_providers(service_guid(&self.provider), 1, self.budget)
+            .await;
+        let gateway = *nearest_first(&self.client, gateways)
+            .await
+            .first()
+            .ok_or("no gateway found")?;
+        self.client
+            .insert_via(gateway, url)
+            .await
+            .map_err(|e| e.to_string())?;
+        copy_from(&self.client, vec![gateway], guid).await
     }
 }
 
@@ -375,15 +454,27 @@ pub async fn serve(
         };
         let (client, gateway, manager) = (client.clone(), gateway.clone(), manager.clone());
         tokio::spawn(async move {
+            let inserted =
+                |r: Result<Guid, String>| r.map(|g| CoopResponse::Inserted(g.0.to_vec()));
             let result = match (&request, &gateway, &manager) {
-                (RoleRequest::Replicate(guid), _, _) => replicate_here(&client, *guid).await,
-                (RoleRequest::Insert(url), Some(g), _) => g.insert(url).await,
-                (RoleRequest::MissHint(url), _, Some(m)) => m.on_miss(url).await,
-                (RoleRequest::Insert(_), None, _) => Err("not a gateway".to_owned()),
+                (RoleRequest::Replicate(guid), _, _) => {
+                    inserted(replicate_here(&client, *guid).await)
+                }
+                (RoleRequest::Insert(url), Some(g), _) => inserted(g.insert(url).await),
+                (RoleRequest::MissHint(url), _, Some(m)) => inserted(m.on_miss(url).await),
+                (RoleRequest::Revalidate(url, held), Some(g), _) => {
+                    g.revalidate(url, *held).await.map(|r| match r {
+                        Revalidation::Record(record) => CoopResponse::Fresh(record.encode()),
+                        Revalidation::Object(object) => CoopResponse::Object(object.encode()),
+                    })
+                }
+                (RoleRequest::Insert(_) | RoleRequest::Revalidate(..), None, _) => {
+                    Err("not a gateway".to_owned())
+                }
                 (RoleRequest::MissHint(_), _, None) => Err("not a cache manager".to_owned()),
             };
             let response = match result {
-                Ok(guid) => CoopResponse::Inserted(guid.0.to_vec()),
+                Ok(response) => response,
                 Err(why) => {
                     tracing::info!(?request, %why, "role request refused");
                     CoopResponse::Refused(why)

@@ -202,6 +202,23 @@ pub fn reuse(object: &Object, req: &request::Parts, now: SystemTime) -> Option<R
     Some(policy_of(object, req.uri.clone())?.evaluate(req, now))
 }
 
+/// Whether `object` may answer a plain GET of its URL at `now` without validation (RFC 9111
+/// §4.2): what a peer checks before it sends a body asked for fresh.
+pub fn fresh(object: &Object, now: SystemTime) -> bool {
+    let Ok(uri) = object.url.parse::<http::Uri>() else {
+        return false;
+    };
+    let (mut req, ()) = http::Request::new(()).into_parts();
+    req.uri = uri.clone();
+    policy_of(object, uri).is_some_and(|p| matches!(p.evaluate(&req, now), Reuse::Fresh))
+}
+
+/// Whether `object`, stale, may answer `req` at `now` because its revalidation failed: the
+/// response's or the request's `stale-if-error` window (RFC 5861 §4) covers its staleness.
+pub fn stale_if_error(object: &Object, req: &request::Parts, now: SystemTime) -> bool {
+    policy_of(object, req.uri.clone()).is_some_and(|p| p.stale_if_error(req, now))
+}
+
 /// The object's current age (RFC 9111 §4.2.3), for the `Age` field of a response it answers;
 /// `None` when its head would not let a shared cache store it.
 pub fn age(object: &Object, now: SystemTime) -> Option<Duration> {

@@ -21,14 +21,22 @@ use slipstream_coop::{
     Store, VerifyError,
 };
 
+/// A response fresh for an hour from now (a lookup fetches only fresh copies from peers).
 fn object(url: &str, body: &str, version: u64) -> Object {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     Object {
         url: url.to_owned(),
         status: 200,
-        headers: vec![("content-type".into(), b"text/plain".to_vec())],
+        headers: vec![
+            ("content-type".into(), b"text/plain".to_vec()),
+            ("cache-control".into(), b"max-age=3600".to_vec()),
+        ],
         body: Bytes::copy_from_slice(body.as_bytes()),
-        requested_at_ms: 1,
-        received_at_ms: 2,
+        requested_at_ms: now,
+        received_at_ms: now,
         version,
     }
 }
@@ -378,4 +386,58 @@ async fn neighbours_digests_say_who_holds_what_and_bad_digests_are_refused() {
     assert!(matches!(answer, CoopResponse::Refused(_)), "{answer:?}");
     assert!(nodes[1].client.stats().malformed.load(Ordering::Relaxed) >= 1);
     assert!(nodes[2].client.nearby(guid).await.contains(&(holder, 0)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_freshness_record_renews_replicas_without_a_body_and_a_forged_one_nothing() {
+    let provider = Keypair::generate_ed25519();
+    let nodes = ring(&provider, 3).await;
+    let url = "http://site.test/page";
+    let body = "the same body, 4 KiB of it. ".repeat(150);
+    let held = object(url, &body, 1).sign(&provider).unwrap();
+    let guid = held.guid();
+    for n in &nodes[1..] {
+        n.client.hold(held.clone()).await.unwrap();
+    }
+    // The gateway revalidated it: the same body, a later exchange. Only the record travels.
+    let mut renewed = held.object.clone();
+    renewed.requested_at_ms += 5_000;
+    renewed.received_at_ms += 5_000;
+    let renewed = renewed.sign(&provider).unwrap();
+    let record = renewed.freshness();
+    assert!(record.encode().len() < 400, "{}", record.encode().len());
+    eventually("every replica renewed", || async {
+        let _ = nodes[0].client.push_record(&record).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        nodes[1..]
+            .iter()
+            .all(|n| {
+                n.client
+                    .store()
+                    .get(&guid)
+                    .is_some_and(|o| o.object.received_at_ms == renewed.object.received_at_ms)
+            })
+            .then_some(())
+    })
+    .await;
+    for n in &nodes[1..] {
+        assert_eq!(*n.client.store().get(&guid).unwrap(), renewed);
+        assert!(n.client.stats().records_applied.load(Ordering::Relaxed) >= 1);
+    }
+
+    // A forged record (a far later expiry under the same signature) renews nothing.
+    let mut forged = renewed.freshness();
+    forged.head.received_at_ms += 3_600_000;
+    eventually("the forged record dropped everywhere", || async {
+        let _ = nodes[0].client.push_record(&forged).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        nodes[1..]
+            .iter()
+            .all(|n| n.client.stats().updates_rejected.load(Ordering::Relaxed) >= 1)
+            .then_some(())
+    })
+    .await;
+    for n in &nodes[1..] {
+        assert_eq!(*n.client.store().get(&guid).unwrap(), renewed);
+    }
 }

@@ -59,7 +59,7 @@ pub(crate) fn holds(s: &serde_json::Value, url: &str) -> bool {
 }
 
 /// A provider's key in `dir`; its peer id.
-fn keygen(dir: &Path) -> (String, String) {
+pub(crate) fn keygen(dir: &Path) -> (String, String) {
     let path = dir.join("provider.key");
     let out = bin()
         .args(["node", "keygen", path.to_str().unwrap()])
@@ -105,7 +105,7 @@ pub(crate) fn node(args: &[&str]) -> CoopNode {
 }
 
 /// A GET of `url` through the browser proxy at `proxy`: (status, body, Cache-Status).
-fn fetch(proxy: SocketAddr, url: &str) -> (u16, Vec<u8>, String) {
+pub(crate) fn fetch(proxy: SocketAddr, url: &str) -> (u16, Vec<u8>, String) {
     let r = request(proxy, "GET", url, &[]);
     let cs = r.header("cache-status").unwrap_or_default().to_owned();
     (r.status, r.body, cs)

@@ -25,14 +25,20 @@ fn node(args: &[&str]) -> (Node, Multiaddr) {
     (n.node, p2p)
 }
 
+/// Fresh for five minutes from now: the adversary's copies are sent to a lookup, which asks
+/// peers for fresh copies only.
 fn object(url: &str, body: &'static [u8]) -> Object {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     Object {
         url: url.to_owned(),
         status: 200,
         headers: vec![("cache-control".into(), b"max-age=300".to_vec())],
         body: Bytes::from_static(body),
-        requested_at_ms: 1,
-        received_at_ms: 2,
+        requested_at_ms: now,
+        received_at_ms: now,
         version: 7,
     }
 }

@@ -25,22 +25,21 @@ pub(crate) struct Origin {
 }
 
 impl Origin {
-    pub(crate) fn new(base: &Uri, http2: bool) -> anyhow::Result<Self> {
-        match base.scheme_str() {
-            Some("http") | None => {}
-            Some(other) => bail!("unsupported scheme `{other}` in {base} (only http)"),
-        }
-        let authority = base
-            .authority()
-            .cloned()
-            .with_context(|| format!("base URI {base} has no host"))?;
+    /// The server `base`, reached through the forward proxy `proxy` when given: connections
+    /// go to the proxy, `Host` names `base`.
+    pub(crate) fn via(base: &Uri, proxy: Option<&Uri>, http2: bool) -> anyhow::Result<Self> {
+        let authority = authority_of(base, "base URI")?;
+        let to = match proxy {
+            Some(p) => authority_of(p, "proxy")?,
+            None => authority.clone(),
+        };
         // Brackets of an IPv6 literal are URI syntax, not part of the address.
-        let host = authority
+        let host = to
             .host()
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
-        let port = authority.port_u16().unwrap_or(80);
+        let port = to.port_u16().unwrap_or(80);
         Ok(Origin {
             authority,
             host,
@@ -48,6 +47,17 @@ impl Origin {
             http2,
         })
     }
+}
+
+/// The authority of the http URI `uri` (`what` names it in errors).
+fn authority_of(uri: &Uri, what: &str) -> anyhow::Result<Authority> {
+    match uri.scheme_str() {
+        Some("http") | None => {}
+        Some(other) => bail!("unsupported scheme `{other}` in {what} {uri} (only http)"),
+    }
+    uri.authority()
+        .cloned()
+        .with_context(|| format!("{what} {uri} has no host"))
 }
 
 /// What a completed exchange produced.

@@ -43,6 +43,9 @@ pub struct Plan {
     pub timeout: Duration,
     /// Use h2c with prior knowledge instead of HTTP/1.1.
     pub http2: bool,
+    /// Send every request to this forward proxy (`http://host:port`), in absolute form, for
+    /// the server in `base`; `None`: to `base` itself.
+    pub proxy: Option<http::Uri>,
     /// Seed for the weighted target choice; the same seed gives the same sequence
     /// of paths per client.
     pub seed: u64,

@@ -78,8 +78,9 @@ struct Shared {
 
 impl Shared {
     fn new(plan: &Plan, start: Instant) -> anyhow::Result<Self> {
-        let origin = Origin::new(&plan.base, plan.http2)?;
-        let targets = TargetSet::new(&plan.targets, &origin.authority, plan.http2)?;
+        let origin = Origin::via(&plan.base, plan.proxy.as_ref(), plan.http2)?;
+        let absolute = plan.http2 || plan.proxy.is_some();
+        let targets = TargetSet::new(&plan.targets, &origin.authority, absolute)?;
         if plan.timeout.is_zero() {
             bail!("request timeout must be positive");
         }

@@ -9,8 +9,8 @@ use rand::rngs::StdRng;
 use crate::Targets;
 
 /// Request URIs in the form the wire protocol wants: origin-form (`/path?q`) for
-/// HTTP/1.1, absolute form for HTTP/2 (hyper takes `:scheme` and `:authority`
-/// from it).
+/// HTTP/1.1 to the server itself, absolute form for HTTP/2 (hyper takes `:scheme` and
+/// `:authority` from it) and for a forward proxy (RFC 9112 §3.2.2).
 #[derive(Debug)]
 pub(crate) struct TargetSet {
     uris: Vec<Uri>,
@@ -27,7 +27,7 @@ impl TargetSet {
     pub(crate) fn new(
         targets: &Targets,
         authority: &Authority,
-        http2: bool,
+        absolute: bool,
     ) -> anyhow::Result<Self> {
         let paths: Vec<&str> = match targets {
             Targets::Weighted(list) => list.iter().map(|(p, _)| p.as_str()).collect(),
@@ -38,7 +38,7 @@ impl TargetSet {
         }
         let uris = paths
             .iter()
-            .map(|path| request_uri(path, authority, http2))
+            .map(|path| request_uri(path, authority, absolute))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let choice = match targets {
             Targets::Weighted(list) => Choice::Weighted(
@@ -70,13 +70,13 @@ impl TargetSet {
     }
 }
 
-fn request_uri(path: &str, authority: &Authority, http2: bool) -> anyhow::Result<Uri> {
+fn request_uri(path: &str, authority: &Authority, absolute: bool) -> anyhow::Result<Uri> {
     if !path.starts_with('/') {
         bail!("target `{path}` must start with `/`");
     }
     let pq = PathAndQuery::try_from(path).with_context(|| format!("bad target path `{path}`"))?;
     let mut parts = http::uri::Parts::default();
-    if http2 {
+    if absolute {
         parts.scheme = Some(Scheme::HTTP);
         parts.authority = Some(authority.clone());
     }

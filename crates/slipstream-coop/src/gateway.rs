@@ -328,7 +328,9 @@ impl Gateway {
             }
         };
         Ok(match held_body {
-            Some(h) if h == object.object.body_hash() => Revalidation::Record(Box::new(object.freshness())),
+            Some(h) if h == object.object.body_hash() => {
+                Revalidation::Record(Box::new(object.freshness()))
+            }
             _ => Revalidation::Object(object),
         })
     }

@@ -29,6 +29,10 @@ use crate::object::{Guid, SignedObject};
 /// Cache managers a hint's lookup collects before it takes the nearest.
 pub const MANAGERS_COMPARED: usize = 4;
 
+/// Gateways a cache manager's lookup collects, so that another answers when the nearest is
+/// down (its provider record outlives it).
+pub const GATEWAYS_COMPARED: usize = 3;
+
 /// Role requests handled at once at most.
 pub const MAX_CONCURRENT: usize = 16;
 
@@ -269,11 +273,15 @@ pub async fn hint_miss(
     let managers = client
         .find_providers(manager_guid(provider), MANAGERS_COMPARED, budget)
         .await;
-    let Some(&manager) = nearest_first(client, managers).await.first() else {
-        return Err(FetchError::Refused("no cache manager found".into()));
-    };
-    let guid = client.hint_miss(manager, url).await?;
-    Ok((manager, guid))
+    let mut last = FetchError::Refused("no cache manager found".into());
+    // The nearest that answers: with one manager down, the next takes the hint.
+    for manager in nearest_first(client, managers).await.into_iter().take(2) {
+        match client.hint_miss(manager, url).await {
+            Ok(guid) => return Ok((manager, guid)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// A cache manager for one provider.
@@ -401,20 +409,20 @@ impl Manager {
         if !holders.is_empty() && copy_from(&self.client, holders, guid).await.is_ok() {
             return Ok(guid);
         }
-        // Held nowhere, or only stale: a gateway inserts it (revalidating what it holds).
+        // Held nowhere, or only stale: a gateway inserts it (revalidating what it holds), the
+        // nearest that answers: with one gateway down, another does it.
         let gateways = self
             .client
-            .find_providers(service_guid(&self.provider), 1, self.budget)
+            .find_providers(service_guid(&self.provider), GATEWAYS_COMPARED, self.budget)
             .await;
-        let gateway = *nearest_first(&self.client, gateways)
-            .await
-            .first()
-            .ok_or("no gateway found")?;
-        self.client
-            .insert_via(gateway, url)
-            .await
-            .map_err(|e| e.to_string())?;
-        copy_from(&self.client, vec![gateway], guid).await
+        let mut last = "no gateway found".to_owned();
+        for gateway in nearest_first(&self.client, gateways).await {
+            match self.client.insert_via(gateway, url).await {
+                Ok(_) => return copy_from(&self.client, vec![gateway], guid).await,
+                Err(e) => last = format!("gateway {gateway}: {e}"),
+            }
+        }
+        Err(last)
     }
 }
 

@@ -167,6 +167,10 @@ pub struct Args {
     /// Use HTTP/2 over cleartext (prior knowledge).
     #[arg(long)]
     pub h2: bool,
+    /// Send the requests through this forward proxy (e.g. a `slipstream node`'s browser
+    /// proxy, `http://127.0.0.1:3128`), in absolute form, for the server in URL
+    #[arg(long, value_name = "URL")]
+    pub proxy: Option<http::Uri>,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -271,6 +275,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         timeout: args.timeout,
         http2: args.h2,
+        proxy: args.proxy.clone(),
         seed: args.seed,
     };
     let quiet = args.quiet;

@@ -166,6 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             },
             timeout: Duration::from_secs(5),
             http2: false,
+            proxy: None,
             seed: 1,
         };
         let warm = slipstream_bench::run(plan, |_| {}).await?;

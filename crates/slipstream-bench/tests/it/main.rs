@@ -66,6 +66,7 @@ fn plan(addr: SocketAddr, targets: Targets, mode: Mode) -> Plan {
         },
         timeout: Duration::from_secs(5),
         http2: false,
+        proxy: None,
         seed: 1,
     }
 }

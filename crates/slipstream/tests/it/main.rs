@@ -6,6 +6,7 @@ mod cluster;
 mod cluster_auth;
 mod coop;
 mod coop_adversary;
+mod coop_failover;
 mod coop_freshness;
 mod coop_integrity;
 mod hierarchy;

@@ -71,9 +71,10 @@ pub struct Config {
     #[serde(deserialize_with = "slipstream_units::de::millis")]
     pub monitor_period_ms: u64,
     /// A cache manager spreads an object over this many more nodes once it has had
-    /// `hot_after` miss hints or slow-hit hints (0: never).
+    /// `hot_after` miss hints or slow-hit hints, and any node an object whose copy it holds
+    /// once that copy has served `hot_after` fetches to peers (0: never).
     pub spread_copies: usize,
-    /// Hints about one object after which a manager spreads it.
+    /// Hints about one object, or fetches of one copy by peers, after which it is spread.
     pub hot_after: u32,
     /// Worker threads (0: one per core).
     pub workers: usize,

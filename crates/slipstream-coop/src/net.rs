@@ -742,6 +742,9 @@ pub struct EventLoop {
     /// [`MAX_ADDRS_PER_PEER`]), forgotten when its last connection closes.
     addrs: HashMap<PeerId, Vec<Multiaddr>>,
     roles: Option<mpsc::Sender<Inbound>>,
+    /// Fetches this node served per object, and where an object that became hot by them is
+    /// sent ([`EventLoop::report_hot`]).
+    served_hot: Option<(crate::decide::HotCounter<Guid>, mpsc::Sender<Guid>)>,
     /// Each neighbour's last digest.
     digests: HashMap<PeerId, crate::bloom::Attenuated>,
 }
@@ -790,6 +793,7 @@ impl EventLoop {
             rtt: HashMap::new(),
             addrs: HashMap::new(),
             roles: None,
+            served_hot: None,
             digests: HashMap::new(),
         };
         for addr in event_loop.config.bootstrap.clone() {
@@ -809,6 +813,25 @@ impl EventLoop {
         let (tx, rx) = mpsc::channel(queue.max(1));
         self.roles = Some(tx);
         rx
+    }
+
+    /// Reports each object whose copy here has served `after` fetches to peers: the load on
+    /// a holder, not only misses, says that an object needs more replicas (004 §4.4, §5.1).
+    pub fn report_hot(&mut self, after: u32, queue: usize) -> mpsc::Receiver<Guid> {
+        let (tx, rx) = mpsc::channel(queue.max(1));
+        self.served_hot = Some((crate::decide::HotCounter::new(after), tx));
+        rx
+    }
+
+    /// Counts a fetch served from `guid`'s copy here.
+    fn served(&mut self, guid: Guid) {
+        self.stats.served.fetch_add(1, Ordering::Relaxed);
+        if let Some((counter, tx)) = &mut self.served_hot {
+            if counter.hint(guid) {
+                // Full: the spreading task is behind; this object waits for the next round.
+                let _ = tx.try_send(guid);
+            }
+        }
     }
 
     /// Runs until every [`Client`] is dropped.
@@ -1176,7 +1199,7 @@ impl EventLoop {
                 }
                 Ok(guid) => match self.store.get(&guid) {
                     Some(object) => {
-                        self.stats.served.fetch_add(1, Ordering::Relaxed);
+                        self.served(guid);
                         CoopResponse::Object(object.encode())
                     }
                     None => {
@@ -1208,7 +1231,7 @@ impl EventLoop {
                 }
                 Ok(guid) => match self.store.get(&guid) {
                     Some(object) if crate::rules::fresh(&object.object, SystemTime::now()) => {
-                        self.stats.served.fetch_add(1, Ordering::Relaxed);
+                        self.served(guid);
                         CoopResponse::Object(object.encode())
                     }
                     Some(_) => {

@@ -482,7 +482,23 @@ pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNo
     let (mut event_loop, client) = EventLoop::new(swarm, config, Arc::new(store))
         .map_err(|e| StartError::Net(e.to_string()))?;
     let queue = (!settings.roles.is_empty()).then(|| event_loop.accept_role_requests(64));
+    let hot = (settings.spread_copies > 0).then(|| event_loop.report_hot(settings.hot_after, 64));
     tokio::spawn(event_loop.run());
+    if let Some(mut hot) = hot {
+        // A copy that serves many peers is spread, whoever holds it (the gateway first of
+        // all): the load a holder serves counts, not only misses.
+        let (client, copies, budget) = (
+            client.clone(),
+            settings.spread_copies,
+            settings.lookup_budget,
+        );
+        tokio::spawn(async move {
+            while let Some(guid) = hot.recv().await {
+                let made = roles::spread(&client, guid, copies, budget).await;
+                tracing::info!(%guid, replicas = made.len(), "an object this node serves to many peers spread");
+            }
+        });
+    }
     if let Some(dir) = &settings.data_dir {
         tokio::spawn(crate::membership::keep(client.clone(), dir.clone(), saved));
     }

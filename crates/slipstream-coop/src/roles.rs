@@ -348,23 +348,7 @@ impl Manager {
     /// do not hold it yet (§4.4: a flash crowd is served by several replicas). Returns the
     /// nodes that made one.
     pub async fn spread(&self, guid: Guid, copies: usize) -> Vec<PeerId> {
-        let holders = self.client.find_providers(guid, 64, self.budget).await;
-        let peers = self.client.peers().await;
-        let candidates =
-            decide::spread_candidates(peers.iter().map(|p| p.peer).collect(), &holders, |p| {
-                peers.iter().find(|i| i.peer == *p).and_then(|i| i.rtt)
-            });
-        let mut made = Vec::new();
-        for peer in candidates {
-            if made.len() >= copies {
-                break;
-            }
-            match self.client.replicate_on(peer, guid).await {
-                Ok(_) => made.push(peer),
-                Err(e) => tracing::debug!(%peer, error = %e, "no replica there"),
-            }
-        }
-        made
+        spread(&self.client, guid, copies, self.budget).await
     }
 
     /// Hints this manager has taken since it started.
@@ -424,6 +408,30 @@ impl Manager {
         }
         Err(last)
     }
+}
+
+/// Spreads `guid` over up to `copies` more nodes, the connected peers nearest by RTT that do
+/// not hold it yet (§4.4: a flash crowd is served by several replicas): what a manager does
+/// with a hot object, and a holder with an object whose copy serves many peers. Returns the
+/// nodes that made one.
+pub async fn spread(client: &Client, guid: Guid, copies: usize, budget: Duration) -> Vec<PeerId> {
+    let holders = client.find_providers(guid, 64, budget).await;
+    let peers = client.peers().await;
+    let candidates =
+        decide::spread_candidates(peers.iter().map(|p| p.peer).collect(), &holders, |p| {
+            peers.iter().find(|i| i.peer == *p).and_then(|i| i.rtt)
+        });
+    let mut made = Vec::new();
+    for peer in candidates {
+        if made.len() >= copies {
+            break;
+        }
+        match client.replicate_on(peer, guid).await {
+            Ok(_) => made.push(peer),
+            Err(e) => tracing::debug!(%peer, error = %e, "no replica there"),
+        }
+    }
+    made
 }
 
 /// Takes an object out of a manager's in-flight set when its replica is made, failed, or the

@@ -446,6 +446,16 @@ pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNo
         );
     }
     let s = store.stats();
+    let unreadable = s.dropped_at_start.saturating_sub(s.quarantined);
+    if unreadable > 0 {
+        tracing::warn!(
+            dropped = unreadable,
+            restored = s.restored,
+            "stored objects not restored (stored by a slipstream before object format 2, which \
+             signs the head and the body's hash; damaged; or beyond the store's capacity): \
+             dropped, to be fetched again"
+        );
+    }
     if s.quarantined > 0 {
         tracing::warn!(
             quarantined = s.quarantined,

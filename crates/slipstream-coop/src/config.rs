@@ -14,7 +14,9 @@
 //! policy = "lru"                     # 004 §4.2.1: LRU; any slipstream-cache policy
 //! provider = "12D3KooW..."           # the cache provider whose objects this node serves
 //! roles = ["cache"]                  # "cache" (hold replicas when asked), "gateway", "manager"
-//! # provider_key = "provider.key"    # a gateway signs with the provider's key
+//! # provider_key = "provider.key"    # a gateway signs with the provider's key, or
+//! # delegation = "gateway.delegation" # with its node key, which the provider vouched for
+//! #                                  # (`slipstream node delegate`); needs data_dir
 //! lookup_budget_ms = "1s"            # how long a lookup may search before the origin is asked
 //! # monitor = ["http://origin/news.html"]  # a gateway refreshes these and pushes changes
 //! monitor_period_ms = "5s"
@@ -60,6 +62,9 @@ pub struct Config {
     pub provider: Option<String>,
     /// The provider's key file (protobuf-encoded ed25519 keypair): a gateway signs with it.
     pub provider_key: Option<PathBuf>,
+    /// A delegation file (`slipstream node delegate`): the provider vouching for this node's
+    /// key, with which a gateway then signs (the provider's key stays elsewhere).
+    pub delegation: Option<PathBuf>,
     /// The node's roles besides the browser proxy every node runs.
     pub roles: Vec<String>,
     /// How long one lookup may search the cooperative cache, in milliseconds.
@@ -98,6 +103,7 @@ impl Default for Config {
             policy: "lru".into(),
             provider: None,
             provider_key: None,
+            delegation: None,
             roles: vec!["cache".into()],
             lookup_budget_ms: 1000,
             monitor: Vec::new(),
@@ -145,6 +151,9 @@ pub struct Settings {
     pub provider: PublicKey,
     /// The provider's keypair, for a gateway.
     pub provider_key: Option<Keypair>,
+    /// The provider's delegation to this node's key, for a gateway without the provider's
+    /// key.
+    pub delegation: Option<crate::object::Delegation>,
     /// The roles.
     pub roles: Vec<Role>,
     /// A lookup's time budget.
@@ -176,6 +185,13 @@ fn refuse(field: &'static str, message: impl Into<String>) -> Invalid {
         field,
         message: message.into(),
     }
+}
+
+/// Reads a delegation file (`slipstream node delegate`).
+pub fn read_delegation(path: &std::path::Path) -> Result<crate::object::Delegation, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    crate::object::Delegation::decode(&bytes)
+        .map_err(|e| format!("{} is not a delegation file: {e}", path.display()))
 }
 
 /// Reads a protobuf-encoded keypair from `path`.
@@ -234,7 +250,47 @@ impl Config {
             .map(read_keypair)
             .transpose()
             .map_err(|e| refuse("provider_key", e))?;
-        let provider = match (&self.provider, &provider_key) {
+        let delegation = self
+            .delegation
+            .as_deref()
+            .map(read_delegation)
+            .transpose()
+            .map_err(|e| refuse("delegation", e))?;
+        if let Some(d) = &delegation {
+            if provider_key.is_some() {
+                return Err(refuse(
+                    "delegation",
+                    "give the provider's key or a delegation, not both",
+                ));
+            }
+            if self.data_dir.is_none() {
+                return Err(refuse(
+                    "delegation",
+                    "a delegated gateway signs with its node key, which is kept in data_dir: set it",
+                ));
+            }
+            let now = crate::rules::unix_ms(std::time::SystemTime::now());
+            d.verify_at(now).map_err(|e| {
+                refuse(
+                    "delegation",
+                    format!(
+                        "{}: {e} (expiry {}); issue a new one with `slipstream node delegate`",
+                        self.delegation
+                            .as_deref()
+                            .unwrap_or(std::path::Path::new(""))
+                            .display(),
+                        httpdate::fmt_http_date(
+                            std::time::UNIX_EPOCH + Duration::from_millis(d.expires_ms)
+                        )
+                    ),
+                )
+            })?;
+        }
+        let provider_key_public = provider_key
+            .as_ref()
+            .map(Keypair::public)
+            .or_else(|| delegation.as_ref().map(|d| d.provider.clone()));
+        let provider = match (&self.provider, &provider_key_public) {
             (Some(id), key) => {
                 let peer: PeerId = id
                     .parse()
@@ -242,15 +298,17 @@ impl Config {
                 let public = key_of_peer_id(&peer).ok_or_else(|| {
                     refuse("provider", format!("`{id}` does not embed its key (use an ed25519 peer id)"))
                 })?;
-                if key.as_ref().is_some_and(|k| k.public() != public) {
-                    return Err(refuse(
-                        "provider_key",
-                        "is not the key of `provider`".to_owned(),
-                    ));
+                if key.as_ref().is_some_and(|k| *k != public) {
+                    let field = if delegation.is_some() {
+                        "delegation"
+                    } else {
+                        "provider_key"
+                    };
+                    return Err(refuse(field, "is not from `provider`".to_owned()));
                 }
                 public
             }
-            (None, Some(key)) => key.public(),
+            (None, Some(key)) => key.clone(),
             (None, None) => {
                 return Err(refuse(
                     "provider",
@@ -275,10 +333,11 @@ impl Config {
                 roles.push(role);
             }
         }
-        if roles.contains(&Role::Gateway) && provider_key.is_none() {
+        if roles.contains(&Role::Gateway) && provider_key.is_none() && delegation.is_none() {
             return Err(refuse(
                 "provider_key",
-                "a gateway signs objects with the provider's key: give its file",
+                "a gateway signs objects with the provider's key, or with its own under a \
+                 delegation: give the key's file, or `delegation`",
             ));
         }
         if !self.monitor.is_empty() && !roles.contains(&Role::Gateway) {
@@ -313,6 +372,7 @@ impl Config {
             policy,
             provider,
             provider_key,
+            delegation,
             roles,
             lookup_budget: Duration::from_millis(self.lookup_budget_ms),
             monitor: self.monitor,
@@ -410,7 +470,7 @@ mod tests {
         }
         .validate()
         .unwrap_err();
-        assert!(e.to_string().contains("not the key of `provider`"), "{e}");
+        assert!(e.to_string().contains("provider_key: is not from `provider`"), "{e}");
         std::fs::write(dir.path().join("bad.key"), b"garbage").unwrap();
         let e = Config {
             provider_key: Some(dir.path().join("bad.key")),

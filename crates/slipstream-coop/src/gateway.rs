@@ -31,12 +31,52 @@ use libp2p::identity::{Keypair, PublicKey};
 use slipstream_node::access::Access;
 
 use crate::net::Client;
-use crate::object::{Freshness, Guid, SignedObject, MAX_BODY_BYTES};
+use crate::object::{Delegation, Freshness, Guid, Object, SignedObject, MAX_BODY_BYTES};
 use crate::rules;
 
 /// The GUID every gateway of the provider `provider` announces.
 pub fn service_guid(provider: &PublicKey) -> Guid {
     Guid::new(provider, "slipstream:service:gateway")
+}
+
+/// What a gateway signs with.
+#[derive(Debug, Clone)]
+pub enum Signer {
+    /// The provider's own key.
+    Provider(Keypair),
+    /// A key the provider vouched for (004's trust with the provider key kept offline).
+    Delegated {
+        /// The gateway's key (the node's own).
+        key: Keypair,
+        /// The provider's delegation to it.
+        delegation: Box<Delegation>,
+    },
+}
+
+impl Signer {
+    /// The provider it signs for.
+    pub fn provider(&self) -> PublicKey {
+        match self {
+            Signer::Provider(k) => k.public(),
+            Signer::Delegated { delegation, .. } => delegation.provider.clone(),
+        }
+    }
+
+    /// `object` signed; an error once a delegation has expired (nothing it signed would be
+    /// accepted).
+    pub fn sign(&self, object: Object) -> Result<SignedObject, String> {
+        match self {
+            Signer::Provider(k) => object.sign(k).map_err(|e| e.to_string()),
+            Signer::Delegated { key, delegation } => {
+                delegation
+                    .verify_at(rules::unix_ms(SystemTime::now()))
+                    .map_err(|e| format!("not signed: {e}"))?;
+                object
+                    .sign_delegated(key, delegation)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
 }
 
 /// One exchange with an origin.
@@ -51,7 +91,7 @@ struct Exchange {
 #[derive(Debug, Clone)]
 pub struct Gateway {
     client: Client,
-    provider: Keypair,
+    signer: Signer,
     http: HttpClient<HttpConnector, Empty<Bytes>>,
     timeout: Duration,
     /// Where a fetch may go.
@@ -112,10 +152,15 @@ impl Gateway {
     /// A gateway signing with `provider`, holding objects through `client` (whose node must
     /// trust `provider`'s public key), fetching only what `access` allows.
     pub fn new(client: Client, provider: Keypair, access: Arc<Access>) -> Gateway {
+        Gateway::signing(client, Signer::Provider(provider), access)
+    }
+
+    /// A gateway signing with `signer`: the provider's key, or a key it vouched for.
+    pub fn signing(client: Client, signer: Signer, access: Arc<Access>) -> Gateway {
         let http = HttpClient::builder(TokioExecutor::new()).build(HttpConnector::new());
         Gateway {
             client,
-            provider,
+            signer,
             http,
             timeout: Duration::from_secs(10),
             access,
@@ -126,7 +171,7 @@ impl Gateway {
     /// Announces the gateway service.
     pub async fn announce(&self) {
         self.client
-            .provide(service_guid(&self.provider.public()))
+            .provide(service_guid(&self.signer.provider()))
             .await;
     }
 
@@ -156,7 +201,7 @@ impl Gateway {
             .body(())
             .map_err(|e| e.to_string())?
             .into_parts();
-        let guid = Guid::new(&self.provider.public(), url);
+        let guid = Guid::new(&self.signer.provider(), url);
         let held = self.client.store().get(&guid);
         // RFC 9111 §4.3.1: a held version is validated, not fetched again whole.
         let conditional = held
@@ -215,7 +260,7 @@ impl Gateway {
             Some(h) => object.version = h.object.version + 1,
             None => {}
         }
-        let signed = object.sign(&self.provider).map_err(|e| e.to_string())?;
+        let signed = self.signer.sign(object)?;
         self.client.hold(signed).await?;
         Ok(guid)
     }
@@ -268,7 +313,7 @@ impl Gateway {
     /// replicas (004 §4.5); an unchanged one renews their copies by a pushed freshness record.
     /// Returns the version pushed, if any.
     pub async fn refresh(&self, url: &str) -> Result<Option<u64>, String> {
-        let guid = Guid::new(&self.provider.public(), url);
+        let guid = Guid::new(&self.signer.provider(), url);
         let _turn = self.flights.turn(guid).await;
         self.refresh_held(url, guid).await
     }
@@ -313,7 +358,7 @@ impl Gateway {
         url: &str,
         held_body: Option<[u8; 32]>,
     ) -> Result<Revalidation, String> {
-        let guid = Guid::new(&self.provider.public(), url);
+        let guid = Guid::new(&self.signer.provider(), url);
         let object = {
             let _turn = self.flights.turn(guid).await;
             let store = self.client.store();

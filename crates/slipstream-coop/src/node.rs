@@ -29,7 +29,7 @@ use slipstream_node::router::read_only;
 use slipstream_node::{Ctx, Endpoint, Phase};
 
 use crate::config::{Role, Settings};
-use crate::gateway::{service_guid, Gateway, Revalidation};
+use crate::gateway::{service_guid, Gateway, Revalidation, Signer};
 use crate::net::{tcp_swarm, Client, EventLoop, NetConfig};
 use crate::object::{Guid, SignedObject};
 use crate::roles::{self, Lookup, Manager, Via};
@@ -376,9 +376,14 @@ pub enum StartError {
 /// The node's key: read from its data directory, or made and written there (mode 0600) at the
 /// first start; a new one each start without a data directory.
 pub fn identity(settings: &Settings) -> Result<Keypair, StartError> {
-    let Some(dir) = &settings.data_dir else {
-        return Ok(Keypair::generate_ed25519());
-    };
+    match &settings.data_dir {
+        Some(dir) => identity_at(dir),
+        None => Ok(Keypair::generate_ed25519()),
+    }
+}
+
+/// The node key kept in the data directory `dir`: read, or made and written there (0600).
+pub fn identity_at(dir: &std::path::Path) -> Result<Keypair, StartError> {
     std::fs::create_dir_all(dir)
         .map_err(|e| StartError::Identity(format!("cannot create {}: {e}", dir.display())))?;
     let path = dir.join(KEY_FILE);
@@ -392,6 +397,60 @@ pub fn identity(settings: &Settings) -> Result<Keypair, StartError> {
     write_private(&path, &bytes)
         .map_err(|e| StartError::Identity(format!("cannot write {}: {e}", path.display())))?;
     Ok(key)
+}
+
+/// What the node's gateway signs with: the provider's key, or the node's own `key` under the
+/// provider's delegation, which must be for that key.
+fn signer(settings: &Settings, key: &Keypair) -> Result<Option<Signer>, StartError> {
+    if let Some(k) = &settings.provider_key {
+        return Ok(Some(Signer::Provider(k.clone())));
+    }
+    let Some(d) = &settings.delegation else {
+        return Ok(None);
+    };
+    if d.key != key.public() {
+        return Err(StartError::Identity(format!(
+            "the delegation is for the node {}, and this node is {} (its key is {} in its data \
+             directory): issue one for it with `slipstream node delegate`",
+            d.key.to_peer_id(),
+            key.public().to_peer_id(),
+            KEY_FILE
+        )));
+    }
+    Ok(Some(Signer::Delegated {
+        key: key.clone(),
+        delegation: Box::new(d.clone()),
+    }))
+}
+
+/// A delegation from the provider whose key is in `provider_key` to the node `node` (its peer
+/// id, printed by `slipstream node id`), valid for `valid`, written to the new file `out`
+/// (0600). Returns a line saying what was written and until when.
+pub fn delegate(
+    provider_key: &std::path::Path,
+    node: &str,
+    valid: std::time::Duration,
+    out: &std::path::Path,
+) -> Result<String, String> {
+    let provider = crate::config::read_keypair(provider_key)?;
+    let peer: libp2p::PeerId = node
+        .parse()
+        .map_err(|e| format!("`{node}` is not a peer id: {e}"))?;
+    let key = crate::object::key_of_peer_id(&peer)
+        .ok_or_else(|| format!("`{node}` does not embed its key (an ed25519 peer id is needed)"))?;
+    if key == provider.public() {
+        return Err("that is the provider itself: delegate to a gateway's node id".into());
+    }
+    let expires = rules::unix_ms(SystemTime::now()).saturating_add(valid.as_millis() as u64);
+    let d = crate::object::Delegation::issue(&provider, key, expires).map_err(|e| e.to_string())?;
+    write_private(out, &d.encode()).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    let until = std::time::UNIX_EPOCH + std::time::Duration::from_millis(expires);
+    Ok(format!(
+        "{}: node {peer} signs for the provider {} until {}",
+        out.display(),
+        provider.public().to_peer_id(),
+        httpdate::fmt_http_date(until)
+    ))
 }
 
 /// Makes a cache provider's key, writes it to the new file `path` (mode 0600) and returns its
@@ -424,6 +483,7 @@ pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()
 /// addresses that neither ever reaches ([`CoopNode::access`]).
 pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNode>, StartError> {
     let key = identity(&settings)?;
+    let signer = signer(&settings, &key)?;
     let path = settings.data_dir.as_ref().map(|d| d.join(STORE_FILE));
     let name = path.as_ref().map(|p| p.display().to_string());
     let store = {
@@ -460,8 +520,8 @@ pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNo
         tracing::warn!(
             quarantined = s.quarantined,
             restored = s.restored,
-            "stored objects failed their signature check at start-up (altered on disk): \
-             dropped, to be fetched again"
+            "stored objects failed their signature check at start-up (altered on disk, or \
+             signed under a delegation that has expired): dropped, to be fetched again"
         );
     }
     // The peers known before a restart are dialled too: a node finds its way back without a
@@ -516,12 +576,9 @@ pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNo
     let mut own_manager = None;
     let mut own_gateway = None;
     if let Some(queue) = queue {
-        let gateway = match (
-            &settings.provider_key,
-            settings.roles.contains(&Role::Gateway),
-        ) {
-            (Some(key), true) => {
-                let g = Gateway::new(client.clone(), key.clone(), access.clone());
+        let gateway = match (signer, settings.roles.contains(&Role::Gateway)) {
+            (Some(signer), true) => {
+                let g = Gateway::signing(client.clone(), signer, access.clone());
                 g.announce().await;
                 for url in &settings.monitor {
                     tokio::spawn(g.clone().monitor(url.clone(), settings.monitor_period));

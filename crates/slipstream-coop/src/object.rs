@@ -235,8 +235,162 @@ impl Object {
             object: self,
             provider: provider.public(),
             signature,
+            delegation: None,
         })
     }
+
+    /// Signs the object with `key`, a key the provider vouched for by `delegation`.
+    pub fn sign_delegated(
+        self,
+        key: &Keypair,
+        delegation: &Delegation,
+    ) -> Result<SignedObject, SignError> {
+        if delegation.key != key.public() {
+            return Err(SignError("the delegation is for another key".into()));
+        }
+        let signature = key
+            .sign(&self.signing_bytes(&self.body_hash()))
+            .map_err(|e| SignError(e.to_string()))?;
+        Ok(SignedObject {
+            object: self,
+            provider: delegation.provider.clone(),
+            signature,
+            delegation: Some(delegation.clone()),
+        })
+    }
+}
+
+/// A delegation (how certificate chains do it): the cache provider's key vouches for another
+/// key, a gateway's, until `expires_ms`. What that key signs verifies as the provider's, so
+/// several gateways sign without sharing the provider's key, which can stay offline; a
+/// gateway's key that leaks is good only until its delegation expires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delegation {
+    /// The provider's public key, which signed it.
+    pub provider: PublicKey,
+    /// The key vouched for.
+    pub key: PublicKey,
+    /// Until when, Unix milliseconds.
+    pub expires_ms: u64,
+    /// The provider's signature.
+    pub signature: Vec<u8>,
+}
+
+const DELEGATION_MAGIC: &[u8; 4] = b"SSCD";
+const DELEGATION_TAG: &[u8] = b"slipstream-coop/delegation/v1\0";
+
+impl Delegation {
+    /// The provider `provider` vouching for `key` until `expires_ms`.
+    pub fn issue(
+        provider: &Keypair,
+        key: PublicKey,
+        expires_ms: u64,
+    ) -> Result<Delegation, SignError> {
+        let signature = provider
+            .sign(&Delegation::signing_bytes(
+                &provider.public(),
+                &key,
+                expires_ms,
+            ))
+            .map_err(|e| SignError(e.to_string()))?;
+        Ok(Delegation {
+            provider: provider.public(),
+            key,
+            expires_ms,
+            signature,
+        })
+    }
+
+    fn signing_bytes(provider: &PublicKey, key: &PublicKey, expires_ms: u64) -> Vec<u8> {
+        let mut out = DELEGATION_TAG.to_vec();
+        put_bytes(&mut out, &provider.encode_protobuf());
+        put_bytes(&mut out, &key.encode_protobuf());
+        out.extend_from_slice(&expires_ms.to_be_bytes());
+        out
+    }
+
+    /// Checks that the provider signed it and that it has not expired at `now_ms`.
+    pub fn verify_at(&self, now_ms: u64) -> Result<(), VerifyError> {
+        let signed = Delegation::signing_bytes(&self.provider, &self.key, self.expires_ms);
+        if !self.provider.verify(&signed, &self.signature) {
+            return Err(VerifyError::BadDelegation);
+        }
+        if now_ms > self.expires_ms {
+            return Err(VerifyError::Expired(self.expires_ms));
+        }
+        Ok(())
+    }
+
+    /// The file and wire form.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = DELEGATION_MAGIC.to_vec();
+        out.push(1);
+        put_bytes(&mut out, &self.provider.encode_protobuf());
+        put_bytes(&mut out, &self.key.encode_protobuf());
+        out.extend_from_slice(&self.expires_ms.to_be_bytes());
+        put_bytes(&mut out, &self.signature);
+        out
+    }
+
+    /// Reads [`Delegation::encode`]'s form; the signature is not checked here.
+    pub fn decode(bytes: &[u8]) -> Result<Delegation, DecodeError> {
+        let mut r = Reader { bytes, at: 0 };
+        if r.take("magic", 4)? != DELEGATION_MAGIC {
+            return Err(DecodeError::Field("magic", "not a delegation"));
+        }
+        let format = r.take("format", 1)?[0];
+        if format != 1 {
+            return Err(DecodeError::Format(format));
+        }
+        let provider = PublicKey::try_decode_protobuf(r.bytes("provider", 1024)?)
+            .map_err(|_| DecodeError::Field("provider", "not a public key"))?;
+        let key = PublicKey::try_decode_protobuf(r.bytes("key", 1024)?)
+            .map_err(|_| DecodeError::Field("key", "not a public key"))?;
+        let expires_ms = r.u64("expiry")?;
+        let signature = r.bytes("signature", 1024)?.to_vec();
+        if r.at != bytes.len() {
+            return Err(DecodeError::Field("delegation", "trailing bytes"));
+        }
+        Ok(Delegation {
+            provider,
+            key,
+            expires_ms,
+            signature,
+        })
+    }
+}
+
+/// The key whose signature an object or record of `provider` must carry: the provider's own,
+/// or the key its `delegation` vouches for, if `trusted` holds the provider and the delegation
+/// verifies now.
+fn signer<'a>(
+    provider: &'a PublicKey,
+    delegation: Option<&'a Delegation>,
+    trusted: &[PublicKey],
+) -> Result<&'a PublicKey, VerifyError> {
+    if !trusted.contains(provider) {
+        return Err(VerifyError::Untrusted(provider.to_peer_id().to_string()));
+    }
+    match delegation {
+        None => Ok(provider),
+        Some(d) if d.provider != *provider => Err(VerifyError::BadDelegation),
+        Some(d) => {
+            d.verify_at(crate::rules::unix_ms(std::time::SystemTime::now()))?;
+            Ok(&d.key)
+        }
+    }
+}
+
+/// Writes an optional delegation as a length-prefixed field (empty: none).
+fn put_delegation(out: &mut Vec<u8>, d: Option<&Delegation>) {
+    put_bytes(out, &d.map(Delegation::encode).unwrap_or_default());
+}
+
+fn read_delegation(r: &mut Reader<'_>) -> Result<Option<Delegation>, DecodeError> {
+    let bytes = r.bytes("delegation", 4096)?;
+    (!bytes.is_empty())
+        .then(|| Delegation::decode(bytes))
+        .transpose()
 }
 
 /// Signing failed (the key type cannot sign).
@@ -251,8 +405,11 @@ pub struct SignedObject {
     pub object: Object,
     /// The cache provider's public key.
     pub provider: PublicKey,
-    /// The provider's signature over the object.
+    /// The signature over the object: the provider's, or that of the key `delegation`
+    /// vouches for.
     pub signature: Vec<u8>,
+    /// The provider's delegation to the key that signed, if the provider's own did not.
+    pub delegation: Option<Delegation>,
 }
 
 /// Why a received object was refused.
@@ -270,6 +427,12 @@ pub enum VerifyError {
     /// A freshness record for another body than the one held (the object changed).
     #[error("it is a record of another body than the one held")]
     OtherBody,
+    /// Its delegation was not signed by its provider.
+    #[error("its delegation was not signed by its provider")]
+    BadDelegation,
+    /// Its delegation expired (at this Unix millisecond).
+    #[error("its delegation expired at {0} ms (Unix time): the gateway needs a new one")]
+    Expired(u64),
 }
 
 impl SignedObject {
@@ -285,13 +448,9 @@ impl SignedObject {
         trusted: &[PublicKey],
         expected: Option<&Guid>,
     ) -> Result<(), VerifyError> {
-        if !trusted.contains(&self.provider) {
-            return Err(VerifyError::Untrusted(
-                self.provider.to_peer_id().to_string(),
-            ));
-        }
+        let key = signer(&self.provider, self.delegation.as_ref(), trusted)?;
         let signed = self.object.signing_bytes(&self.object.body_hash());
-        if !self.provider.verify(&signed, &self.signature) {
+        if !key.verify(&signed, &self.signature) {
             return Err(VerifyError::BadSignature);
         }
         if expected.is_some_and(|g| *g != self.guid()) {
@@ -321,6 +480,7 @@ impl SignedObject {
         out.push(FORMAT);
         put_bytes(&mut out, &self.provider.encode_protobuf());
         put_bytes(&mut out, &self.signature);
+        put_delegation(&mut out, self.delegation.as_ref());
         self.object.encode_into(&mut out);
         out
     }
@@ -339,6 +499,7 @@ impl SignedObject {
         let provider = PublicKey::try_decode_protobuf(r.bytes("provider", 1024)?)
             .map_err(|_| DecodeError::Field("provider", "not a public key"))?;
         let signature = r.bytes("signature", 1024)?.to_vec();
+        let delegation = read_delegation(&mut r)?;
         let object = Object::decode_from(&mut r)?;
         if r.at != bytes.len() {
             return Err(DecodeError::Field("object", "trailing bytes"));
@@ -347,6 +508,7 @@ impl SignedObject {
             object,
             provider,
             signature,
+            delegation,
         })
     }
 }
@@ -366,8 +528,10 @@ pub struct Freshness {
     pub body_hash: [u8; 32],
     /// The cache provider's public key.
     pub provider: PublicKey,
-    /// The provider's signature over the head and `body_hash`.
+    /// The signature over the head and `body_hash`.
     pub signature: Vec<u8>,
+    /// The provider's delegation to the key that signed, if the provider's own did not.
+    pub delegation: Option<Delegation>,
 }
 
 impl SignedObject {
@@ -380,6 +544,7 @@ impl SignedObject {
             body_hash: self.object.body_hash(),
             provider: self.provider.clone(),
             signature: self.signature.clone(),
+            delegation: self.delegation.clone(),
         }
     }
 }
@@ -397,15 +562,8 @@ impl Freshness {
         trusted: &[PublicKey],
         expected: Option<&Guid>,
     ) -> Result<(), VerifyError> {
-        if !trusted.contains(&self.provider) {
-            return Err(VerifyError::Untrusted(
-                self.provider.to_peer_id().to_string(),
-            ));
-        }
-        if !self
-            .provider
-            .verify(&self.head.signing_bytes(&self.body_hash), &self.signature)
-        {
+        let key = signer(&self.provider, self.delegation.as_ref(), trusted)?;
+        if !key.verify(&self.head.signing_bytes(&self.body_hash), &self.signature) {
             return Err(VerifyError::BadSignature);
         }
         if expected.is_some_and(|g| *g != self.guid()) {
@@ -432,6 +590,7 @@ impl Freshness {
             object,
             provider: self.provider.clone(),
             signature: self.signature.clone(),
+            delegation: self.delegation.clone(),
         })
     }
 
@@ -442,6 +601,7 @@ impl Freshness {
         out.push(FORMAT);
         put_bytes(&mut out, &self.provider.encode_protobuf());
         put_bytes(&mut out, &self.signature);
+        put_delegation(&mut out, self.delegation.as_ref());
         self.head.encode_head_into(&mut out);
         out.extend_from_slice(&self.body_hash);
         out
@@ -460,6 +620,7 @@ impl Freshness {
         let provider = PublicKey::try_decode_protobuf(r.bytes("provider", 1024)?)
             .map_err(|_| DecodeError::Field("provider", "not a public key"))?;
         let signature = r.bytes("signature", 1024)?.to_vec();
+        let delegation = read_delegation(&mut r)?;
         let head = Object::decode_head_from(&mut r)?;
         let mut body_hash = [0u8; 32];
         body_hash.copy_from_slice(r.take("body hash", 32)?);
@@ -471,6 +632,7 @@ impl Freshness {
             body_hash,
             provider,
             signature,
+            delegation,
         })
     }
 
@@ -673,6 +835,90 @@ mod tests {
             signed.verify(&trusted, Some(&other)),
             Err(VerifyError::WrongGuid)
         );
+    }
+
+    #[test]
+    fn a_delegated_key_signs_for_the_provider_until_its_delegation_expires() {
+        let provider = Keypair::generate_ed25519();
+        let trusted = [provider.public()];
+        let gateway = Keypair::generate_ed25519();
+        let now = crate::rules::unix_ms(std::time::SystemTime::now());
+        let d = Delegation::issue(&provider, gateway.public(), now + 60_000).unwrap();
+        assert_eq!(Delegation::decode(&d.encode()).unwrap(), d);
+        let signed = object("http://example.com/a", b"hello")
+            .sign_delegated(&gateway, &d)
+            .unwrap();
+        // Its GUID is the provider's, and it verifies as the provider's, on the wire too.
+        assert_eq!(
+            signed.guid(),
+            Guid::new(&provider.public(), "http://example.com/a")
+        );
+        let back = SignedObject::decode(&signed.encode()).unwrap();
+        assert_eq!(back, signed);
+        back.verify(&trusted, Some(&signed.guid())).unwrap();
+        // So does its freshness record.
+        let record = Freshness::decode(&signed.freshness().encode()).unwrap();
+        record.verify(&trusted, None).unwrap();
+
+        // Expired: refused, with when.
+        let old = Delegation::issue(&provider, gateway.public(), now - 1).unwrap();
+        let stale = object("http://example.com/a", b"hello")
+            .sign_delegated(&gateway, &old)
+            .unwrap();
+        assert_eq!(
+            stale.verify(&trusted, None),
+            Err(VerifyError::Expired(now - 1))
+        );
+        assert_eq!(
+            stale.freshness().verify(&trusted, None),
+            Err(VerifyError::Expired(now - 1))
+        );
+        // A delegation the gateway wrote itself, or one stretched past its expiry.
+        let forged = Delegation::issue(&gateway, gateway.public(), now + 60_000).unwrap();
+        let mut claimed = object("http://example.com/a", b"hello")
+            .sign_delegated(&gateway, &forged)
+            .unwrap();
+        claimed.provider = provider.public();
+        assert_eq!(
+            claimed.verify(&trusted, None),
+            Err(VerifyError::BadDelegation)
+        );
+        let mut stretched = signed.clone();
+        if let Some(d) = &mut stretched.delegation {
+            d.expires_ms += 1;
+        }
+        assert_eq!(
+            stretched.verify(&trusted, None),
+            Err(VerifyError::BadDelegation)
+        );
+        // Another provider's delegation: not trusted here.
+        let other = Keypair::generate_ed25519();
+        let theirs = Delegation::issue(&other, gateway.public(), now + 60_000).unwrap();
+        let foreign = object("http://example.com/a", b"hello")
+            .sign_delegated(&gateway, &theirs)
+            .unwrap();
+        assert!(matches!(
+            foreign.verify(&trusted, None),
+            Err(VerifyError::Untrusted(_))
+        ));
+        // Signed by a key other than the one vouched for.
+        assert!(object("http://example.com/a", b"x")
+            .sign_delegated(&other, &d)
+            .is_err());
+        let mut swapped = signed.clone();
+        swapped.signature = object("http://example.com/a", b"hello")
+            .sign(&other)
+            .unwrap()
+            .signature;
+        assert_eq!(
+            swapped.verify(&trusted, None),
+            Err(VerifyError::BadSignature)
+        );
+        // Malformed delegations are errors.
+        let bytes = d.encode();
+        for cut in [0, 3, 5, 20, bytes.len() - 1] {
+            assert!(Delegation::decode(&bytes[..cut]).is_err(), "cut {cut}");
+        }
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub struct Args {
     /// The provider's key file (made by `slipstream node keygen`): a gateway signs with it.
     #[arg(long)]
     pub provider_key: Option<PathBuf>,
+    /// A delegation file (made by `slipstream node delegate`): a gateway signs with its own
+    /// node key, which the provider vouched for, and never holds the provider's key.
+    #[arg(long)]
+    pub delegation: Option<PathBuf>,
     /// A role besides the browser proxy: cache, gateway, manager (repeatable)
     /// [default: cache].
     #[arg(long = "role")]
@@ -72,6 +76,27 @@ pub enum Tool {
         /// Where to write the key (refused if it exists).
         out: PathBuf,
     },
+    /// Print the peer id of the node whose data directory is DATA_DIR (making its key if it
+    /// has none yet): what `delegate` names.
+    Id {
+        /// The node's data directory.
+        data_dir: PathBuf,
+    },
+    /// Have the provider vouch for a gateway's node key until an expiry: the gateway signs
+    /// objects as the provider's without holding the provider's key.
+    Delegate {
+        /// The provider's key file.
+        #[arg(long)]
+        provider_key: PathBuf,
+        /// The gateway node's peer id (`slipstream node id DATA_DIR`).
+        #[arg(long)]
+        node: String,
+        /// How long it is good for, e.g. 720h (30 days), 90m.
+        #[arg(long, value_parser = slipstream_units::duration, default_value = "720h")]
+        valid: std::time::Duration,
+        /// Where to write it (refused if it exists); the gateway's `--delegation`.
+        out: PathBuf,
+    },
 }
 
 impl Args {
@@ -88,6 +113,7 @@ impl Args {
             .set_opt("coop.data_dir", path(&self.data_dir))
             .set_opt("coop.provider", self.provider.clone())
             .set_opt("coop.provider_key", path(&self.provider_key))
+            .set_opt("coop.delegation", path(&self.delegation))
             .set_opt("coop.roles", list(&self.roles))
             .set_opt("coop.monitor", list(&self.monitor))
             .set_opt(
@@ -130,8 +156,24 @@ pub fn http_settings(
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if let Some(Tool::Keygen { out }) = &args.tool {
-        return keygen(out);
+    match &args.tool {
+        Some(Tool::Keygen { out }) => return keygen(out),
+        Some(Tool::Id { data_dir }) => {
+            let key = node::identity_at(data_dir)?;
+            println!("{}", key.public().to_peer_id());
+            return Ok(());
+        }
+        Some(Tool::Delegate {
+            provider_key,
+            node: id,
+            valid,
+            out,
+        }) => {
+            let said = node::delegate(provider_key, id, *valid, out).map_err(anyhow::Error::msg)?;
+            println!("{said}");
+            return Ok(());
+        }
+        None => {}
     }
     let (coop, http) = args.settings()?;
     crate::serve::runtime(coop.workers)?.block_on(async move {

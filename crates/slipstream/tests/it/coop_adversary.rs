@@ -71,6 +71,7 @@ async fn tampered_and_unsigned_objects_are_rejected_every_time() {
         object: object(&url_u, b"evil\n"),
         provider: provider.public(),
         signature: Vec::new(),
+        delegation: None,
     };
     let config = NetConfig {
         bootstrap: vec![boot.clone()],

@@ -1,10 +1,14 @@
 //! No single point of failure in the cooperative cache (paper 004 §4.2, issue "Riptide in
-//! use" item 3): two gateways and cache managers of one provider, a `slipstream bench` load
-//! through a cache node's browser proxy, and one gateway SIGKILLed in the middle of it.
+//! use" item 3): two gateways and cache managers of one provider, each signing with its own
+//! key under the provider's delegation (neither holds the provider's key), a `slipstream
+//! bench` load through a cache node's browser proxy, and one gateway SIGKILLed in the middle
+//! of it.
 
 use std::time::{Duration, Instant};
 
-use crate::coop::{fetch, holds, node, setup, status};
+use std::path::Path;
+
+use crate::coop::{fetch, holds, node, setup, status, CoopNode};
 use crate::support::{bin, wait_for_json};
 
 /// Hits the node's lookups counted: its own store, a neighbour, the DHT.
@@ -13,6 +17,138 @@ fn hits(s: &serde_json::Value) -> u64 {
         .iter()
         .map(|k| s["lookups"][k].as_u64().unwrap_or(0))
         .sum()
+}
+
+/// `slipstream node ARGS…`'s stdout, which must succeed.
+fn tool(args: &[&str]) -> String {
+    let out = bin()
+        .arg("node")
+        .args(args)
+        .output()
+        .expect("slipstream node");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// The provider (key file `key`) vouches for the node whose data directory is `data_dir`,
+/// for `valid`; the delegation file.
+fn delegate(key: &str, data_dir: &Path, valid: &str) -> String {
+    let id = tool(&["id", data_dir.to_str().unwrap()]);
+    assert!(id.starts_with("12D3KooW"), "{id}");
+    let out = data_dir.with_extension(format!("{valid}.delegation"));
+    let said = tool(&[
+        "delegate",
+        "--provider-key",
+        key,
+        "--node",
+        &id,
+        "--valid",
+        valid,
+        out.to_str().unwrap(),
+    ]);
+    assert!(said.contains(&id), "{said}");
+    out.to_str().unwrap().to_owned()
+}
+
+/// A gateway and cache manager signing under a delegation, with its key in `data_dir`.
+fn delegated_gateway(key: &str, provider: &str, data_dir: &Path, more: &[&str]) -> CoopNode {
+    let delegation = delegate(key, data_dir, "1h");
+    let mut args = vec![
+        "--provider",
+        provider,
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--delegation",
+        &delegation,
+        "--role",
+        "gateway",
+        "--role",
+        "manager",
+    ];
+    args.extend_from_slice(more);
+    node(&args)
+}
+
+#[test]
+fn a_gateway_starts_only_under_a_delegation_for_its_own_key_that_has_not_expired() {
+    let s = setup(&[("a.txt", "a\n")], &[]);
+    let dirs = tempfile::tempdir().unwrap();
+    let (mine, other) = (dirs.path().join("mine"), dirs.path().join("other"));
+    let expired = delegate(&s.key, &mine, "1ms");
+    let for_other = delegate(&s.key, &other, "1h");
+    std::thread::sleep(Duration::from_millis(5)); // past the 1 ms delegation's expiry
+    let cases = [
+        (&expired, "expired"),
+        (&for_other, "the delegation is for the node"),
+    ];
+    for (delegation, message) in cases {
+        let out = bin()
+            .args([
+                "node",
+                "--listen",
+                "127.0.0.1:0",
+                "--provider",
+                &s.provider,
+                "--data-dir",
+                mine.to_str().unwrap(),
+                "--delegation",
+                delegation,
+                "--role",
+                "gateway",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{delegation}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(message), "{delegation}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+    // Refused too: a delegation from another provider, and the provider's key with one.
+    let other_key = dirs.path().join("other-provider.key");
+    let other_provider = tool(&["keygen", other_key.to_str().unwrap()]);
+    let theirs = delegate(other_key.to_str().unwrap(), &mine, "1h");
+    for (args, message) in [
+        (
+            vec![
+                "--provider",
+                s.provider.as_str(),
+                "--delegation",
+                theirs.as_str(),
+            ],
+            "not from `provider`",
+        ),
+        (
+            vec![
+                "--provider-key",
+                s.key.as_str(),
+                "--delegation",
+                theirs.as_str(),
+            ],
+            "not both",
+        ),
+    ] {
+        let out = bin()
+            .args([
+                "node",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+                mine.to_str().unwrap(),
+                "--role",
+                "gateway",
+            ])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
+    assert!(other_provider.starts_with("12D3KooW"));
 }
 
 #[test]
@@ -28,24 +164,15 @@ fn a_gateway_killed_under_load_fails_no_request_and_new_objects_are_still_cached
     let origin = s.origin.addr;
     let url = |name: &str| format!("http://{origin}/{name}");
 
-    let first = node(&[
-        "--provider-key",
+    // Neither gateway holds the provider's key: each signs under a delegation.
+    let dirs = tempfile::tempdir().unwrap();
+    let first = delegated_gateway(&s.key, &s.provider, &dirs.path().join("first"), &[]);
+    let second = delegated_gateway(
         &s.key,
-        "--role",
-        "gateway",
-        "--role",
-        "manager",
-    ]);
-    let second = node(&[
-        "--provider-key",
-        &s.key,
-        "--role",
-        "gateway",
-        "--role",
-        "manager",
-        "--bootstrap",
-        &first.p2p,
-    ]);
+        &s.provider,
+        &dirs.path().join("second"),
+        &["--bootstrap", &first.p2p],
+    );
     let cache = node(&[
         "--provider",
         &s.provider,

@@ -81,6 +81,9 @@ pub struct Config {
     pub spread_copies: usize,
     /// Hints about one object, or fetches of one copy by peers, after which it is spread.
     pub hot_after: u32,
+    /// When a neighbour departs, the nodes that held objects along with it (by its last
+    /// digest) make more replicas until each has this many live ones (0 or 1: never).
+    pub min_replicas: usize,
     /// Worker threads (0: one per core).
     pub workers: usize,
 }
@@ -110,6 +113,7 @@ impl Default for Config {
             monitor_period_ms: 5000,
             spread_copies: 2,
             hot_after: 8,
+            min_replicas: 2,
             workers: 0,
         }
     }
@@ -166,6 +170,8 @@ pub struct Settings {
     pub spread_copies: usize,
     /// Hints that make an object hot.
     pub hot_after: u32,
+    /// Live replicas re-made after a holder departs.
+    pub min_replicas: usize,
     /// Worker threads (0: one per core).
     pub workers: usize,
 }
@@ -379,6 +385,7 @@ impl Config {
             monitor_period: Duration::from_millis(self.monitor_period_ms),
             spread_copies: self.spread_copies,
             hot_after: self.hot_after.max(1),
+            min_replicas: self.min_replicas,
             workers: self.workers,
         })
     }
@@ -470,7 +477,11 @@ mod tests {
         }
         .validate()
         .unwrap_err();
-        assert!(e.to_string().contains("provider_key: is not from `provider`"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("provider_key: is not from `provider`"),
+            "{e}"
+        );
         std::fs::write(dir.path().join("bad.key"), b"garbage").unwrap();
         let e = Config {
             provider_key: Some(dir.path().join("bad.key")),

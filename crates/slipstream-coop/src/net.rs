@@ -745,6 +745,9 @@ pub struct EventLoop {
     /// Fetches this node served per object, and where an object that became hot by them is
     /// sent ([`EventLoop::report_hot`]).
     served_hot: Option<(crate::decide::HotCounter<Guid>, mpsc::Sender<Guid>)>,
+    /// Where the objects a departed neighbour held along with this node are sent
+    /// ([`EventLoop::report_lost`]).
+    lost: Option<mpsc::Sender<Vec<Guid>>>,
     /// Each neighbour's last digest.
     digests: HashMap<PeerId, crate::bloom::Attenuated>,
 }
@@ -794,6 +797,7 @@ impl EventLoop {
             addrs: HashMap::new(),
             roles: None,
             served_hot: None,
+            lost: None,
             digests: HashMap::new(),
         };
         for addr in event_loop.config.bootstrap.clone() {
@@ -820,6 +824,14 @@ impl EventLoop {
     pub fn report_hot(&mut self, after: u32, queue: usize) -> mpsc::Receiver<Guid> {
         let (tx, rx) = mpsc::channel(queue.max(1));
         self.served_hot = Some((crate::decide::HotCounter::new(after), tx));
+        rx
+    }
+
+    /// Reports, when a neighbour's last connection closes, the objects this node holds that
+    /// its last digest says it held too (level 0): replicas that may now be too few.
+    pub fn report_lost(&mut self, queue: usize) -> mpsc::Receiver<Vec<Guid>> {
+        let (tx, rx) = mpsc::channel(queue.max(1));
+        self.lost = Some(tx);
         rx
     }
 
@@ -1056,8 +1068,20 @@ impl EventLoop {
             }
             SwarmEvent::ConnectionClosed { peer_id, .. } if !self.swarm.is_connected(&peer_id) => {
                 self.rtt.remove(&peer_id);
-                self.digests.remove(&peer_id);
+                let digest = self.digests.remove(&peer_id);
                 self.addrs.remove(&peer_id);
+                if let (Some(d), Some(tx)) = (digest, &self.lost) {
+                    let shared: Vec<Guid> = self
+                        .store
+                        .guids()
+                        .into_iter()
+                        .filter(|g| d.shallowest(g) == Some(0))
+                        .collect();
+                    if !shared.is_empty() {
+                        // Full: the repair task is behind; these wait for the next loss.
+                        let _ = tx.try_send(shared);
+                    }
+                }
             }
             SwarmEvent::Behaviour(event) => self.on_behaviour(event),
             _ => {}

@@ -81,6 +81,9 @@ pub struct Lookups {
     pub revalidation_failed: AtomicU64,
 }
 
+/// Objects a node checks (and re-replicates) after one neighbour departed, at most.
+pub const MAX_REPAIRS: usize = 1024;
+
 /// Hints a node has out at once at most; beyond, a hint is dropped (a hint is advice: a flood
 /// of misses must not become a flood of tasks and DHT walks).
 pub const MAX_HINTS_IN_FLIGHT: usize = 64;
@@ -166,14 +169,25 @@ impl CoopNode {
         let addrs = self.client.addresses().await;
         let store = self.client.store();
         let s = store.stats();
-        let mut objects: Vec<serde_json::Value> = store
+        let held: Vec<_> = store
             .guids()
             .into_iter()
             .filter_map(|g| store.peek(&g).map(|o| (g, o)))
             .take(200)
-            .map(|(g, o)| {
+            .collect();
+        let mut nearby = Vec::with_capacity(held.len());
+        for (g, _) in &held {
+            let n = self.client.nearby(*g).await;
+            nearby.push(n.iter().filter(|(_, level)| *level == 0).count());
+        }
+        let mut objects: Vec<serde_json::Value> = held
+            .into_iter()
+            .zip(nearby)
+            .map(|((g, o), held_nearby)| {
                 let versions = store.versions(&g);
                 serde_json::json!({
+                    // Neighbours whose last digest says they hold it too.
+                    "held_nearby": held_nearby,
                     "guid": g.to_hex(),
                     "url": o.object.url,
                     "version": o.object.version,
@@ -553,7 +567,26 @@ pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNo
         .map_err(|e| StartError::Net(e.to_string()))?;
     let queue = (!settings.roles.is_empty()).then(|| event_loop.accept_role_requests(64));
     let hot = (settings.spread_copies > 0).then(|| event_loop.report_hot(settings.hot_after, 64));
+    let lost = (settings.min_replicas > 1).then(|| event_loop.report_lost(16));
     tokio::spawn(event_loop.run());
+    if let Some(mut lost) = lost {
+        // Replicas lost with a departed node are made again, up to `min_replicas`, by the
+        // nodes that held them too.
+        let (client, min, budget) = (
+            client.clone(),
+            settings.min_replicas,
+            settings.lookup_budget,
+        );
+        tokio::spawn(async move {
+            while let Some(guids) = lost.recv().await {
+                let mut made = 0;
+                for guid in guids.into_iter().take(MAX_REPAIRS) {
+                    made += roles::repair(&client, guid, min, budget).await.len();
+                }
+                tracing::info!(replicas = made, "replicas re-made after a holder departed");
+            }
+        });
+    }
     if let Some(mut hot) = hot {
         // A copy that serves many peers is spread, whoever holds it (the gateway first of
         // all): the load a holder serves counts, not only misses.

@@ -434,6 +434,28 @@ pub async fn spread(client: &Client, guid: Guid, copies: usize, budget: Duration
     made
 }
 
+/// Re-creates replicas of `guid`, held here, up to `min_replicas` live ones (this node's and
+/// those of connected peers the DHT names as holders; a dead node's provider record outlives
+/// it): after a holder departed. Returns the nodes that made one.
+pub async fn repair(
+    client: &Client,
+    guid: Guid,
+    min_replicas: usize,
+    budget: Duration,
+) -> Vec<PeerId> {
+    let holders = client.find_providers(guid, 16, budget).await;
+    let peers = client.peers().await;
+    let me = client.peer_id();
+    let live = 1 + holders
+        .iter()
+        .filter(|h| **h != me && peers.iter().any(|p| p.peer == **h))
+        .count();
+    if live >= min_replicas {
+        return Vec::new();
+    }
+    spread(client, guid, min_replicas - live, budget).await
+}
+
 /// Takes an object out of a manager's in-flight set when its replica is made, failed, or the
 /// task making it was dropped.
 struct Making<'a>(

@@ -278,3 +278,78 @@ fn a_gateway_killed_under_load_fails_no_request_and_new_objects_are_still_cached
     assert_eq!(st, 200);
     assert!(cs.contains("slipstream-coop; hit"), "{cs}");
 }
+
+/// The object of `url` in `s`'s store listing.
+fn object<'a>(s: &'a serde_json::Value, url: &str) -> Option<&'a serde_json::Value> {
+    s["objects"].as_array()?.iter().find(|o| o["url"] == url)
+}
+
+#[test]
+fn replicas_lost_with_a_dead_node_are_made_again_up_to_min_replicas() {
+    let s = setup(&[("x.txt", "the object\n")], &[]);
+    let url = format!("http://{}/x.txt", s.origin.addr);
+    // Hot at the first hint and spread over one more node; three live replicas wanted.
+    let tuning = [
+        "--set",
+        "coop.hot_after=1",
+        "--set",
+        "coop.spread_copies=1",
+        "--set",
+        "coop.min_replicas=3",
+    ];
+    let mut args = vec![
+        "--provider-key",
+        s.key.as_str(),
+        "--role",
+        "gateway",
+        "--role",
+        "manager",
+    ];
+    args.extend_from_slice(&tuning);
+    let gateway = node(&args);
+    let mut caches: Vec<CoopNode> = (0..3)
+        .map(|_| {
+            let mut args = vec![
+                "--provider",
+                s.provider.as_str(),
+                "--bootstrap",
+                gateway.p2p.as_str(),
+            ];
+            args.extend_from_slice(&tuning);
+            node(&args)
+        })
+        .collect();
+    let g = gateway.node.addr;
+    wait_for_json(g, "/_slipstream/coop", "every cache node is a peer", |s| {
+        s["peers"].as_array().is_some_and(|p| p.len() >= 3)
+    });
+    let (st, _, _) = fetch(caches[0].node.addr, &url);
+    assert_eq!(st, 200);
+    // The gateway holds it, and its digests say a cache node does too.
+    let seen = wait_for_json(g, "/_slipstream/coop", "a neighbour holds a replica", |s| {
+        object(s, &url).is_some_and(|o| o["held_nearby"].as_u64() >= Some(1))
+    });
+    let holder = caches
+        .iter()
+        .position(|c| holds(&status(c.node.addr), &url))
+        .unwrap_or_else(|| panic!("no cache node holds it: {seen}"));
+    // That holder dies; the replicas are made again on the others.
+    let mut dead = caches.remove(holder);
+    dead.node.child.kill().expect("kill");
+    dead.node.child.wait().expect("wait");
+    for c in &caches {
+        wait_for_json(
+            c.node.addr,
+            "/_slipstream/coop",
+            "a replica made again",
+            |s| holds(s, &url),
+        );
+    }
+    assert!(holds(&status(g), &url));
+    // Each answers it from its own store.
+    for c in &caches {
+        let (st, body, cs) = fetch(c.node.addr, &url);
+        assert_eq!((st, body.as_slice()), (200, &b"the object\n"[..]));
+        assert!(cs.contains("hit; detail=store"), "{cs}");
+    }
+}

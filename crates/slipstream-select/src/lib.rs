@@ -6,6 +6,9 @@
 //!
 //! - [`FailOver`]: the endpoints in the configured order; one that failed to connect or timed
 //!   out is skipped for a while (Squid's parent fail-over).
+//! - [`Decay`]: the Web++ agents' default: the fastest live endpoint by a latency estimate
+//!   that decays with time, budgeted exploration and hedging, capped exponential back-off,
+//!   a race while nothing is measured.
 //! - [`Refresh`]: Web++'s extended Refresh algorithm (paper 001 §4.1): the replica with the
 //!   least S-percentile of latency, a timeout at the T-percentile, failed replicas probed with
 //!   doubling intervals, stale entries refreshed by a HEAD.
@@ -21,6 +24,7 @@
 //! [`Select::record`]. Every one of these has a default, so a policy implements only what it
 //! uses.
 
+mod decay;
 mod failover;
 mod hedged;
 pub mod normal;
@@ -29,6 +33,7 @@ mod refresh;
 
 use std::time::{Duration, Instant};
 
+pub use decay::{Decay, Estimate as DecayEstimate, Saved};
 pub use failover::FailOver;
 pub use hedged::Hedged;
 pub use peak_ewma::PeakEwma;
@@ -36,6 +41,7 @@ pub use refresh::Refresh;
 
 /// Configurations, each named after its policy (`config::Refresh` configures [`Refresh`]).
 pub mod config {
+    pub use crate::decay::Config as Decay;
     pub use crate::hedged::Config as Hedged;
     pub use crate::peak_ewma::Config as PeakEwma;
     pub use crate::refresh::Config as Refresh;
@@ -148,6 +154,26 @@ pub trait Select: Send + std::fmt::Debug {
         let _ = (endpoint, now);
         None
     }
+
+    /// A user request began (not a probe, a hedge or a fail-over): a policy that budgets its
+    /// extra requests ([`Decay`]) earns its share. The default ignores it.
+    fn requested(&mut self, now: Instant) {
+        let _ = now;
+    }
+
+    /// A hedge was sent to `endpoint` after [`Select::hedge_after`] said so: it is paid for.
+    /// The default ignores it.
+    fn hedged(&mut self, endpoint: &str, now: Instant) {
+        let _ = (endpoint, now);
+    }
+
+    /// To how many of the order's first endpoints to send a request at once, the first answer
+    /// winning (the others recorded as they come, or [`Outcome::Cancelled`]). 1, the default:
+    /// no race.
+    fn race(&self, now: Instant) -> usize {
+        let _ = now;
+        1
+    }
 }
 
 /// A boxed policy is a policy, so wrappers such as [`Hedged`] take the proxy's
@@ -183,5 +209,17 @@ impl<S: Select + ?Sized> Select for Box<S> {
 
     fn hedge_after(&self, endpoint: &str, now: Instant) -> Option<Duration> {
         (**self).hedge_after(endpoint, now)
+    }
+
+    fn requested(&mut self, now: Instant) {
+        (**self).requested(now);
+    }
+
+    fn hedged(&mut self, endpoint: &str, now: Instant) {
+        (**self).hedged(endpoint, now);
+    }
+
+    fn race(&self, now: Instant) -> usize {
+        (**self).race(now)
     }
 }

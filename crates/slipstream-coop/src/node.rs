@@ -243,6 +243,8 @@ impl CoopNode {
                 "updates_applied": g(&net.updates_applied),
                 "updates_rejected": g(&net.updates_rejected),
                 "updates_ignored": g(&net.updates_ignored),
+                "records_applied": g(&net.records_applied),
+                "stale_refused": g(&net.stale_refused),
             },
         })
     }

@@ -2,12 +2,14 @@
 // `web/test-vectors/README.md`) against the JavaScript selector, as
 // `crates/slipstream-select/tests/vectors.rs` does against the Rust one: the same checks, the
 // same strictness (unknown fields, actions and outcomes are errors), the same tolerance, and the
-// same mutations of expectations. A helper module, not a test file: the tests import it.
+// same mutations of expectations. Two policies are shared: `refresh` (`agent/select.mjs`) and
+// `decay` (`agent/decay.mjs`). A helper module, not a test file: the tests import it.
 
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import { Refresh, wholeNanos } from '../agent/select.mjs';
+import { Decay, DEFAULTS as DECAY_DEFAULTS } from '../agent/decay.mjs';
 
 export const VECTOR_DIR = fileURLToPath(new URL('../test-vectors/select/', import.meta.url));
 
@@ -70,7 +72,7 @@ export function jsonEqual(a, b) {
   return a === b;
 }
 
-const CONFIG_FIELDS = [
+const REFRESH_FIELDS = [
   'r',
   'choice_percentile',
   'timeout_percentile',
@@ -84,13 +86,22 @@ const CONFIG_FIELDS = [
   'max_timeout_ms',
 ];
 
-/** The vector's config overrides, durations whole nanoseconds as the Rust replay's `duration_ms`. */
-function refreshConfig(v) {
+/** Each shared policy: its selector, its config fields (`Config::FIELDS`), its estimate's fields. */
+const POLICIES = {
+  refresh: { Selector: Refresh, fields: REFRESH_FIELDS, estimate: ['avg_ms', 'var_ms2', 'samples', 'score_ms'] },
+  decay: { Selector: Decay, fields: Object.keys(DECAY_DEFAULTS), estimate: ['avg_ms', 'var_ms2', 'samples'] },
+};
+
+/**
+ * The vector's config overrides, checked against the policy's own fields; durations whole
+ * nanoseconds as the Rust `Config::set` makes them.
+ */
+function policyConfig(v, fields) {
   const c = {};
   if (v === undefined) return c;
   for (const [key, value] of Object.entries(object(v, 'config'))) {
     const x = num(value, key);
-    if (!CONFIG_FIELDS.includes(key)) fail(`config: unknown field ${key}`);
+    if (!fields.includes(key)) fail(`config: unknown field ${key}`);
     c[key] = key.endsWith('_ms') ? wholeNanos(x) : x;
   }
   return c;
@@ -113,18 +124,16 @@ function outcome(v) {
 }
 
 const TOP_FIELDS = ['name', 'description', 'policy', 'config', 'endpoints', 'steps'];
-const ESTIMATE_FIELDS = ['avg_ms', 'var_ms2', 'samples', 'score_ms'];
-
-function checkEstimate(s, name, want) {
+function checkEstimate(s, name, want, fields) {
   const got = s.estimate(name);
   if (got === null || want === null) return got === null && want === null;
   if (!isObject(want)) return false;
-  if (!Object.keys(want).every((k) => ESTIMATE_FIELDS.includes(k))) return false;
+  if (!Object.keys(want).every((k) => fields.includes(k))) return false;
   const field = (k) => (typeof want[k] === 'number' ? want[k] : undefined);
   const avg = field('avg_ms');
   const v = field('var_ms2');
   const n = field('samples');
-  // Stricter than the Rust replay, which lets a `score_ms` that is not a number pass unchecked.
+  // A `score_ms` that is not a number fails, as in the Rust replay.
   if (Object.hasOwn(want, 'score_ms') && field('score_ms') === undefined) return false;
   const score = field('score_ms');
   return (
@@ -138,22 +147,34 @@ function checkEstimate(s, name, want) {
   );
 }
 
+/** A `{name: number or null}` expectation of durations in ms (`null`: none), within `close`. */
+function durationsAre(arg, what, got) {
+  for (const [name, want] of Object.entries(object(arg, `expect_${what}_ms`))) {
+    const g = got(name);
+    const ok = g !== null && typeof want === 'number' ? close(g, want) : g === null && want === null;
+    if (!ok) fail(`${what} of ${name}: ${g} ms, want ${show(want)}`);
+  }
+}
+
 /**
  * Replays one vector; throws a ReplayError naming the first step that did not go as expected.
- * `options.between(selector, i)` may return a replacement selector after each step (the JSON
- * round-trip test uses it).
+ * `options.between(selector, i)` may return a replacement selector after each step of a
+ * `refresh` vector, `options.betweenDecay(selector, i)` after each step of a `decay` one (the
+ * JSON round-trip tests use them).
  */
 export function replay(v, options = {}) {
   const top = object(v, 'vector');
   for (const key of Object.keys(top)) {
     if (!TOP_FIELDS.includes(key)) fail(`unknown top-level field ${key}`);
   }
-  if (top.policy !== 'refresh') fail('policy: only "refresh" is shared');
+  if (!Object.hasOwn(POLICIES, top.policy)) fail('policy: only "refresh" and "decay" are shared');
+  const policy = POLICIES[top.policy];
+  const between = top.policy === 'refresh' ? options.between : options.betweenDecay;
   if (!Object.hasOwn(top, 'endpoints')) fail('no endpoints');
   const endpoints = strings(top.endpoints, 'endpoints');
   let s;
   try {
-    s = new Refresh(endpoints, refreshConfig(top.config), 0);
+    s = new policy.Selector(endpoints, policyConfig(top.config, policy.fields), 0);
   } catch (e) {
     if (e instanceof ReplayError) throw e;
     fail(e.message);
@@ -167,7 +188,7 @@ export function replay(v, options = {}) {
       if (e instanceof ReplayError) e.message = `step ${i}: ${e.message}`;
       throw e;
     }
-    if (options.between) s = options.between(s, i);
+    if (between) s = between(s, i);
   });
 
   function step(s, raw) {
@@ -210,21 +231,41 @@ export function replay(v, options = {}) {
         }
         break;
       }
-      case 'expect_timeout_ms': {
-        for (const [name, want] of Object.entries(object(arg, 'expect_timeout_ms'))) {
-          const got = s.timeout(name, now);
-          const ok =
-            got !== null && typeof want === 'number' ? close(got, want) : got === null && want === null;
-          if (!ok) fail(`timeout of ${name}: ${got} ms, want ${show(want)}`);
+      case 'expect_timeout_ms':
+        durationsAre(arg, 'timeout', (name) => s.timeout(name, now));
+        break;
+      case 'expect_hedge_after_ms':
+        // Refresh has no hedging: null, as the Rust trait's default.
+        durationsAre(arg, 'hedge_after', (name) => (s.hedgeAfter ? s.hedgeAfter(name, now) : null));
+        break;
+      case 'expect_estimate': {
+        for (const [name, want] of Object.entries(object(arg, 'expect_estimate'))) {
+          if (!checkEstimate(s, name, want, policy.estimate)) {
+            const score = s.scoreMs ? ` score ${s.scoreMs(name)}` : '';
+            fail(`estimate of ${name}: ${show(s.estimate(name))}${score}, want ${show(want)}`);
+          }
         }
         break;
       }
-      case 'expect_estimate': {
-        for (const [name, want] of Object.entries(object(arg, 'expect_estimate'))) {
-          if (!checkEstimate(s, name, want)) {
-            fail(`estimate of ${name}: ${show(s.estimate(name))} score ${s.scoreMs(name)}, want ${show(want)}`);
-          }
-        }
+      case 'request':
+        if (arg !== true) fail(`request: want true, not ${show(arg)}`);
+        // The Rust trait's defaults for a policy without a budget: nothing.
+        if (s.requested) s.requested(now);
+        break;
+      case 'hedged':
+        if (typeof arg !== 'string') fail(`hedged: not an endpoint name: ${show(arg)}`);
+        if (s.hedged) s.hedged(arg, now);
+        break;
+      case 'expect_race': {
+        const want = num(arg, 'expect_race');
+        const got = s.race ? s.race(now) : 1;
+        if (got !== want) fail(`race ${got}, want ${want}`);
+        break;
+      }
+      case 'expect_tokens': {
+        const want = num(arg, 'expect_tokens');
+        if (!s.tokens) fail('expect_tokens: only decay holds tokens');
+        if (!close(s.tokens(), want)) fail(`tokens ${s.tokens()}, want ${want}`);
         break;
       }
       case 'expect_probes': {
@@ -241,8 +282,8 @@ export function replay(v, options = {}) {
 
 /**
  * Every way to change one expectation, as the Rust test's `mutations`: the order's first two
- * swapped, a number moved by 1 %, a boolean flipped, a probe dropped or added, an estimate
- * wished away (and a null made a number).
+ * swapped, a number moved by 1 % (a bare one too: race, tokens), a boolean flipped, a probe
+ * dropped or added, an estimate wished away (and a null made a number).
  */
 export function mutations(arg, action) {
   const out = [];
@@ -253,6 +294,8 @@ export function mutations(arg, action) {
   } else if (action === 'expect_probes' && Array.isArray(arg)) {
     if (arg.length > 0) out.push(arg.slice(1));
     out.push([...arg, { endpoint: 'nobody', kind: 'recover' }]);
+  } else if (typeof arg === 'number') {
+    out.push(arg * 1.01 + 0.01);
   } else if (isObject(arg)) {
     for (const [k, v] of Object.entries(arg)) {
       let changed = [];

@@ -1,13 +1,14 @@
 //! Replays the shared selection test vectors (`web/test-vectors/select/*.json`, format in
 //! `web/test-vectors/README.md`) against the Rust selectors. The JavaScript agent replays the
 //! same files, so both make the same choices; a changed expectation must fail here, which
-//! `every_changed_expectation_fails` checks by changing each one in turn.
+//! `every_changed_expectation_fails` checks by changing each one in turn. Two policies are
+//! shared: `refresh` ([`Refresh`]) and `decay` ([`Decay`]).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
-use slipstream_select::{config, Outcome, ProbeKind, Refresh, Select};
+use slipstream_select::{config, Decay, Outcome, ProbeKind, Refresh, Select};
 
 fn vector_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/test-vectors/select")
@@ -61,15 +62,116 @@ fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String
         .ok_or_else(|| format!("{what}: not an object"))
 }
 
-fn refresh_config(v: Option<&Value>) -> Result<config::Refresh, String> {
-    let mut c = config::Refresh::default();
-    let Some(v) = v else { return Ok(c) };
+/// The vector's config overrides, each through the policy's own `Config::set` (its names).
+fn set_config(v: Option<&Value>, mut set: impl FnMut(&str, f64) -> bool) -> Result<(), String> {
+    let Some(v) = v else { return Ok(()) };
     for (key, value) in object(v, "config")? {
-        if !c.set(key, num(value, key)?) {
+        if !set(key, num(value, key)?) {
             return Err(format!("config: unknown field {key}"));
         }
     }
-    Ok(c)
+    Ok(())
+}
+
+/// The selector a vector replays.
+enum Policy {
+    Refresh(Refresh),
+    Decay(Decay),
+}
+
+impl Policy {
+    fn new(
+        name: Option<&str>,
+        config: Option<&Value>,
+        endpoints: &[String],
+        now: Instant,
+    ) -> Result<Policy, String> {
+        match name {
+            Some("refresh") => {
+                let mut c = config::Refresh::default();
+                set_config(config, |k, x| c.set(k, x))?;
+                Ok(Policy::Refresh(
+                    Refresh::new(endpoints, c, now).map_err(|e| e.to_string())?,
+                ))
+            }
+            Some("decay") => {
+                let mut c = config::Decay::default();
+                set_config(config, |k, x| c.set(k, x))?;
+                Ok(Policy::Decay(
+                    Decay::new(endpoints, c, now).map_err(|e| e.to_string())?,
+                ))
+            }
+            _ => Err("policy: only \"refresh\" and \"decay\" are shared".into()),
+        }
+    }
+
+    fn select(&mut self) -> &mut dyn Select {
+        match self {
+            Policy::Refresh(s) => s,
+            Policy::Decay(s) => s,
+        }
+    }
+
+    /// Whether `endpoint`'s estimate is `want` (`null`: none yet); the fields each policy has.
+    fn estimate_is(&self, endpoint: &str, want: &Value) -> Result<(), String> {
+        let (got, score, fields): (_, _, &[&str]) = match self {
+            Policy::Refresh(s) => (
+                s.estimate(endpoint)
+                    .map(|e| (e.avg_ms, e.var_ms2, e.samples)),
+                s.score_ms(endpoint),
+                &["avg_ms", "var_ms2", "samples", "score_ms"],
+            ),
+            Policy::Decay(s) => (
+                s.estimate(endpoint)
+                    .map(|e| (e.avg_ms, e.var_ms2, e.samples)),
+                None,
+                &["avg_ms", "var_ms2", "samples"],
+            ),
+        };
+        let ok = match (got, want) {
+            (None, Value::Null) => true,
+            (Some((avg, var, n)), Value::Object(w)) => {
+                let field = |k: &str| w.get(k).and_then(Value::as_f64);
+                w.keys().all(|k| fields.contains(&k.as_str()))
+                    && field("avg_ms").is_some_and(|x| close(avg, x))
+                    && field("var_ms2").is_some_and(|x| close(var, x))
+                    && field("samples").is_some_and(|x| n as f64 == x)
+                    && w.get("score_ms").is_none_or(|x| {
+                        x.as_f64()
+                            .is_some_and(|x| close(score.unwrap_or(f64::NAN), x))
+                    })
+            }
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            let score = score.map_or(String::new(), |x| format!(" score {x:?}"));
+            Err(format!(
+                "estimate of {endpoint}: {got:?}{score}, want {want}"
+            ))
+        }
+    }
+}
+
+/// A `{name: number or null}` expectation of durations (`null`: none), within [`close`].
+fn durations_are(
+    arg: &Value,
+    what: &str,
+    mut got: impl FnMut(&str) -> Option<Duration>,
+) -> Result<(), String> {
+    for (name, want) in object(arg, &format!("expect_{what}_ms"))? {
+        let got = got(name).map(|d| d.as_nanos() as f64 / 1e6);
+        let ok = match (got, want.as_f64()) {
+            (Some(g), Some(w)) => close(g, w),
+            (None, None) => want.is_null(),
+            _ => false,
+        };
+        if !ok {
+            return Err(format!("{what} of {name}: {got:?} ms, want {want}"));
+        }
+    }
+    Ok(())
 }
 
 fn outcome(v: &Value) -> Result<Outcome, String> {
@@ -119,13 +221,13 @@ fn replay(v: &Value) -> Result<(), String> {
             return Err(format!("unknown top-level field {key}"));
         }
     }
-    if top.get("policy").and_then(Value::as_str) != Some("refresh") {
-        return Err("policy: only \"refresh\" is shared".into());
-    }
     let base = Instant::now();
+    let policy = top.get("policy").and_then(Value::as_str);
+    if !matches!(policy, Some("refresh" | "decay")) {
+        return Err("policy: only \"refresh\" and \"decay\" are shared".into());
+    }
     let endpoints = strings(top.get("endpoints").ok_or("no endpoints")?, "endpoints")?;
-    let mut s = Refresh::new(&endpoints, refresh_config(top.get("config"))?, base)
-        .map_err(|e| e.to_string())?;
+    let mut p = Policy::new(policy, top.get("config"), &endpoints, base)?;
     let steps = top
         .get("steps")
         .and_then(Value::as_array)
@@ -153,6 +255,7 @@ fn replay(v: &Value) -> Result<(), String> {
                 ))
             }
         };
+        let s = p.select();
         match action.as_str() {
             "update" => s.update(&strings(arg, "update").map_err(fail)?, now),
             "record" => {
@@ -186,42 +289,42 @@ fn replay(v: &Value) -> Result<(), String> {
                 }
             }
             "expect_timeout_ms" => {
-                for (name, want) in object(arg, "expect_timeout_ms").map_err(fail)? {
-                    let got = s.timeout(name, now).map(|d| d.as_nanos() as f64 / 1e6);
-                    let ok = match (got, want.as_f64()) {
-                        (Some(g), Some(w)) => close(g, w),
-                        (None, None) => want.is_null(),
-                        _ => false,
-                    };
-                    if !ok {
-                        return Err(fail(format!("timeout of {name}: {got:?} ms, want {want}")));
-                    }
-                }
+                durations_are(arg, "timeout", |n| s.timeout(n, now)).map_err(fail)?;
+            }
+            "expect_hedge_after_ms" => {
+                durations_are(arg, "hedge_after", |n| s.hedge_after(n, now)).map_err(fail)?;
             }
             "expect_estimate" => {
                 for (name, want) in object(arg, "expect_estimate").map_err(fail)? {
-                    let got = s.estimate(name);
-                    let ok = match (got, want) {
-                        (None, Value::Null) => true,
-                        (Some(e), Value::Object(w)) => {
-                            let field = |k: &str| w.get(k).and_then(Value::as_f64);
-                            let score = s.score_ms(name).unwrap_or(f64::NAN);
-                            w.keys().all(|k| {
-                                ["avg_ms", "var_ms2", "samples", "score_ms"].contains(&k.as_str())
-                            }) && field("avg_ms").is_some_and(|x| close(e.avg_ms, x))
-                                && field("var_ms2").is_some_and(|x| close(e.var_ms2, x))
-                                && field("samples").is_some_and(|x| e.samples as f64 == x)
-                                && w.get("score_ms")
-                                    .is_none_or(|x| x.as_f64().is_some_and(|x| close(score, x)))
-                        }
-                        _ => false,
-                    };
-                    if !ok {
-                        let score = s.score_ms(name);
-                        return Err(fail(format!(
-                            "estimate of {name}: {got:?} score {score:?}, want {want}"
-                        )));
-                    }
+                    p.estimate_is(name, want).map_err(fail)?;
+                }
+            }
+            "request" => {
+                if arg != &Value::Bool(true) {
+                    return Err(fail(format!("request: want true, not {arg}")));
+                }
+                s.requested(now);
+            }
+            "hedged" => {
+                let endpoint = arg
+                    .as_str()
+                    .ok_or_else(|| fail(format!("hedged: not an endpoint name: {arg}")))?;
+                s.hedged(endpoint, now);
+            }
+            "expect_race" => {
+                let want = num(arg, "expect_race").map_err(fail)?;
+                let got = s.race(now);
+                if got as f64 != want {
+                    return Err(fail(format!("race {got}, want {want}")));
+                }
+            }
+            "expect_tokens" => {
+                let want = num(arg, "expect_tokens").map_err(fail)?;
+                let Policy::Decay(d) = &p else {
+                    return Err(fail("expect_tokens: only decay holds tokens".into()));
+                };
+                if !close(d.tokens(), want) {
+                    return Err(fail(format!("tokens {}, want {want}", d.tokens())));
                 }
             }
             "expect_probes" => {
@@ -265,7 +368,8 @@ fn every_vector_replays() {
 }
 
 /// Every way to change one expectation: the order's first two swapped, a number moved by
-/// 1 %, a boolean flipped, a probe dropped or added, an estimate wished away.
+/// 1 % (a bare one too: race, tokens), a boolean flipped, a null made a number, a probe dropped
+/// or added, an estimate wished away.
 fn mutations(arg: &Value, action: &str) -> Vec<Value> {
     let mut out = Vec::new();
     match (action, arg) {
@@ -281,6 +385,10 @@ fn mutations(arg: &Value, action: &str) -> Vec<Value> {
             let mut b = a.clone();
             b.push(serde_json::json!({ "endpoint": "nobody", "kind": "recover" }));
             out.push(Value::Array(b));
+        }
+        (_, Value::Number(n)) => {
+            let x = n.as_f64().unwrap();
+            out.push(serde_json::json!(x * 1.01 + 0.01));
         }
         (_, Value::Object(m)) => {
             for (k, v) in m {
@@ -371,4 +479,55 @@ fn malformed_vectors_are_refused() {
             serde_json::json!({ "at_ms": 0, "record": { "endpoint": "a", "outcome": "answered" } });
     })
     .contains("latency_ms"));
+    // Decay: its own config names and estimate fields, its actions' arguments; tokens are
+    // decay's alone.
+    let decay = |f: &dyn Fn(&mut Value)| {
+        let mut v = ok.clone();
+        v["policy"] = "decay".into();
+        f(&mut v);
+        replay(&v)
+    };
+    assert_eq!(decay(&|_| {}), Ok(()));
+    assert!(decay(&|v| v["config"] = serde_json::json!({ "r": 0.5 }))
+        .unwrap_err()
+        .contains("unknown field r"));
+    assert!(decay(&|v| v["config"] = serde_json::json!({ "budget": 1 }))
+        .unwrap_err()
+        .contains("`budget`"));
+    assert!(bad(&|v| v["config"] = serde_json::json!({ "budget": 0.5 })).contains("budget"));
+    let step = |s: Value| move |v: &mut Value| v["steps"][0] = s.clone();
+    assert!(
+        decay(&step(serde_json::json!({ "at_ms": 0, "request": 1 })))
+            .unwrap_err()
+            .contains("request")
+    );
+    assert!(
+        decay(&step(serde_json::json!({ "at_ms": 0, "hedged": ["a"] })))
+            .unwrap_err()
+            .contains("hedged")
+    );
+    assert!(
+        decay(&step(serde_json::json!({ "at_ms": 0, "expect_race": "1" })))
+            .unwrap_err()
+            .contains("expect_race")
+    );
+    assert!(decay(&step(serde_json::json!({
+        "at_ms": 0,
+        "record": { "endpoint": "a", "outcome": "answered", "latency_ms": 5 }
+    })))
+    .is_ok());
+    let scored = serde_json::json!({ "at_ms": 0, "expect_estimate": { "a": null } });
+    assert_eq!(decay(&step(scored)), Ok(()));
+    let scored = serde_json::json!({
+        "at_ms": 0,
+        "expect_estimate": { "a": { "avg_ms": 1, "var_ms2": 0, "samples": 1, "score_ms": 1 } }
+    });
+    assert!(decay(&step(scored)).unwrap_err().contains("estimate of a"));
+    assert!(
+        bad(&step(serde_json::json!({ "at_ms": 0, "expect_tokens": 2 }))).contains("only decay")
+    );
+    assert_eq!(
+        decay(&step(serde_json::json!({ "at_ms": 0, "expect_tokens": 2 }))),
+        Ok(())
+    );
 }

@@ -150,8 +150,6 @@ function freshEntry(name, now) {
     failures: 0,
     /** When a failed replica's back-off ends (its recovery probe is due). */
     retry_at_ms: now,
-    /** A recovery probe handed out and not yet answered. */
-    probing: false,
     /** When an exploration probe was last handed out, or null. */
     explored_ms: null,
   };
@@ -166,7 +164,7 @@ function rank(e, base) {
 /** The JSON state's format tag; `fromJSON` refuses any other. */
 export const STATE_FORMAT = 'slipstream-select/decay@1';
 
-const ENTRY_FIELDS = ['name', 'estimate', 'sampled_ms', 'failures', 'retry_at_ms', 'probing', 'explored_ms'];
+const ENTRY_FIELDS = ['name', 'estimate', 'sampled_ms', 'failures', 'retry_at_ms', 'explored_ms'];
 
 /**
  * The Decay selector over a changing set of named endpoints (replica origins). Methods mirror
@@ -316,7 +314,6 @@ export class Decay {
         }
         e.sampled_ms = nowMs;
         e.failures = 0;
-        e.probing = false;
         break;
       }
       case 'timed_out':
@@ -325,7 +322,6 @@ export class Decay {
         const failures = Math.min(e.failures + 1, U32_MAX);
         e.failures = failures;
         e.retry_at_ms = nowMs + this._backoff(failures);
-        e.probing = false;
         break;
       }
       default: // cancelled
@@ -364,8 +360,9 @@ export class Decay {
     finite(nowMs, 'nowMs');
     const out = [];
     for (const e of this._entries) {
-      if (e.failures > 0 && !e.probing && e.retry_at_ms <= nowMs) {
-        e.probing = true;
+      if (e.failures > 0 && e.retry_at_ms <= nowMs) {
+        // Handed out once; again after the next back-off if no outcome comes.
+        e.retry_at_ms = nowMs + this._backoff(Math.min(e.failures + 1, U32_MAX));
         out.push({ endpoint: e.name, kind: 'recover' });
       }
     }
@@ -447,7 +444,6 @@ export class Decay {
         sampled_ms: e.sampled_ms,
         failures: e.failures,
         retry_at_ms: e.retry_at_ms,
-        probing: e.probing,
         explored_ms: e.explored_ms,
       })),
     };
@@ -498,14 +494,12 @@ export class Decay {
       if (!(Number.isInteger(failures) && failures >= 0 && failures <= U32_MAX)) {
         throw new TypeError(`state: ${w}.failures: not a whole number in [0, 2^32)`);
       }
-      if (typeof e.probing !== 'boolean') throw new TypeError(`state: ${w}.probing: not a boolean`);
       return {
         name: e.name,
         estimate,
         sampled_ms: num(e.sampled_ms, `${w}.sampled_ms`),
         failures,
         retry_at_ms: num(e.retry_at_ms, `${w}.retry_at_ms`),
-        probing: e.probing,
         explored_ms: e.explored_ms === null ? null : num(e.explored_ms, `${w}.explored_ms`),
       };
     });

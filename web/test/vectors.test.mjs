@@ -265,7 +265,6 @@ test('decay: a selector round-tripped through JSON text makes the same choices',
     sampled_ms: (e) => (e.sampled_ms = 0),
     failures: (e) => (e.failures = 0),
     retry_at_ms: (e) => (e.retry_at_ms = 0),
-    probing: (e) => (e.probing = false),
     explored_ms: (e) => (e.explored_ms = null),
     tokens: (_e, state) => (state.tokens = state.config.burst),
     entry_order: (_e, state) => state.entries.reverse(),
@@ -307,7 +306,6 @@ test('decay: fromJSON refuses what toJSON did not make', () => {
   bad((st) => (st.entries[0].estimate.samples = 1.5));
   bad((st) => (st.entries[0].estimate.var_ms2 = -1));
   bad((st) => (st.entries[1].failures = 0.5));
-  bad((st) => (st.entries[1].probing = 'no'));
   bad((st) => (st.entries[1].explored_ms = 'now'));
   bad((st) => delete st.entries[0].retry_at_ms);
 });

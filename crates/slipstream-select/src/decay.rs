@@ -2,7 +2,7 @@
 //! Worker): the fastest live replica by a latency estimate that decays with *time*, a small
 //! budgeted exploration of the others, failed replicas retried with a capped exponential
 //! back-off, and hedging at a high percentile inside the same budget. No I/O and no clock;
-//! no randomness either, so the JavaScript agent (`web/agent/select.mjs`) makes the same
+//! no randomness either, so the JavaScript agent (`web/agent/decay.mjs`) makes the same
 //! choices (the shared vectors in `web/test-vectors/select/decay-*.json`).
 //!
 //! Why not the paper's Refresh ([`crate::Refresh`], still selectable by name): its newest
@@ -27,7 +27,9 @@
 //! - **Back-off** (Envoy's outlier ejection): a timeout, refused connection or broken answer
 //!   takes a replica out for [`Config::backoff`] (1 s), doubled by each further failure up to
 //!   [`Config::max_backoff`] (2 minutes); a recovery probe is due then (not budgeted: the
-//!   back-off bounds it). An answer puts it back.
+//!   back-off bounds it), and again after the next back-off if its outcome never comes (a
+//!   probe lost with its caller must not keep a replica out for good). An answer puts it
+//!   back.
 //! - **Racing the unknown**: while no live replica has a sample, a request goes to every live
 //!   one at once ([`Select::race`]) and the first answer wins: the first fetch of a new client
 //!   costs the fastest replica's time, not the first in sort order's.
@@ -223,8 +225,6 @@ struct Entry {
     failures: u32,
     /// When a failed replica's back-off ends (its recovery probe is due).
     retry_at: Instant,
-    /// A recovery probe handed out and not yet answered.
-    probing: bool,
     /// When an exploration probe was last handed out.
     explored: Option<Instant>,
 }
@@ -324,7 +324,6 @@ impl Decay {
                 .unwrap_or(now);
             e.failures = s.failures;
             e.retry_at = now + Duration::from_millis(s.retry_in_ms);
-            e.probing = false;
             e.explored = None;
         }
         if tokens.is_finite() {
@@ -374,7 +373,6 @@ impl Select for Decay {
                     sampled: now,
                     failures: 0,
                     retry_at: now,
-                    probing: false,
                     explored: None,
                 },
             })
@@ -436,7 +434,6 @@ impl Select for Decay {
                 });
                 e.sampled = now;
                 e.failures = 0;
-                e.probing = false;
             }
             Outcome::TimedOut | Outcome::ConnectFailed | Outcome::Broken => {
                 let failures = self.entries[i].failures.saturating_add(1);
@@ -444,7 +441,6 @@ impl Select for Decay {
                 let e = &mut self.entries[i];
                 e.failures = failures;
                 e.retry_at = now + wait;
-                e.probing = false;
             }
             Outcome::Cancelled => {}
         }
@@ -465,9 +461,13 @@ impl Select for Decay {
 
     fn probes(&mut self, now: Instant) -> Vec<Probe> {
         let mut out = Vec::new();
-        for e in &mut self.entries {
-            if e.failures > 0 && !e.probing && e.retry_at <= now {
-                e.probing = true;
+        for i in 0..self.entries.len() {
+            let (failures, due) = (self.entries[i].failures, self.entries[i].retry_at <= now);
+            if failures > 0 && due {
+                // Handed out once; again after the next back-off if no outcome comes.
+                let next = now + self.backoff(failures.saturating_add(1));
+                let e = &mut self.entries[i];
+                e.retry_at = next;
                 out.push(Probe {
                     endpoint: e.name.clone(),
                     kind: ProbeKind::Recover,
@@ -479,7 +479,8 @@ impl Select for Decay {
         }
         let chosen = self.order(now).into_iter().next();
         let explore_after = self.config.explore_after;
-        // Unmeasured live replicas first (set order), then the one measured longest ago.
+        // Unmeasured live replicas first (the one that joined first), then the one measured
+        // longest ago.
         let candidate = self
             .entries
             .iter()

@@ -8,6 +8,7 @@ mod coop;
 mod coop_adversary;
 mod coop_failover;
 mod coop_freshness;
+mod get;
 mod coop_integrity;
 mod hierarchy;
 mod node;

@@ -31,6 +31,11 @@ pub enum Format {
     Json,
 }
 
+/// Marks a request to a control endpoint (`/_slipstream/…`) in its context: its JSON line
+/// says `"control": true`.
+#[derive(Debug, Clone, Copy)]
+pub struct Control;
+
 /// Lines waiting for the writer at most; beyond, lines are dropped and counted.
 pub const QUEUE_LINES: usize = 16_384;
 
@@ -230,6 +235,7 @@ impl Phase for AccessLog {
                     "head_ms": (head_ms * 1000.0).round() / 1000.0,
                     "referer": seen.referer,
                     "user_agent": seen.user_agent,
+                    "control": ctx.extensions.get::<Control>().is_some(),
                 });
                 serde_json::to_string(&v).unwrap_or_default()
             }

@@ -90,6 +90,8 @@ pub struct Node<S> {
     service: S,
     router: Router,
     cpu_cost: std::time::Duration,
+    /// The access log the control endpoints' requests are written to as well.
+    control_log: Option<access_log::AccessLog>,
 }
 
 impl<S: Service> Node<S> {
@@ -101,7 +103,16 @@ impl<S: Service> Node<S> {
             service,
             router,
             cpu_cost: std::time::Duration::ZERO,
+            control_log: None,
         }
+    }
+
+    /// Writes the control endpoints' requests to `log` too (the service's phases never see
+    /// them): a resolve, a purge or a status poll is then in the log like any other request,
+    /// marked as control (the JSON format's `control` field; the path says it in both).
+    pub fn with_control_log(mut self, log: access_log::AccessLog) -> Self {
+        self.control_log = Some(log);
+        self
     }
 
     /// Makes every request cost `cost` of CPU time on the thread that serves it, before it is
@@ -179,7 +190,20 @@ impl<S: Service> slipstream_http::listen::Handler for Node<S> {
             return respond::text(http::StatusCode::BAD_REQUEST, problem);
         }
         if self.service.is_control(&req) {
-            return self.router.handle(req).await;
+            let Some(log) = &self.control_log else {
+                return self.router.handle(req).await;
+            };
+            let mut ctx = Ctx::new(peer, std::time::Instant::now());
+            let (mut parts, body) = req.into_parts();
+            log.request_filter(&mut ctx, &mut parts).await;
+            ctx.extensions.insert(access_log::Control);
+            let (head, body) = self
+                .router
+                .handle(Request::from_parts(parts, body))
+                .await
+                .into_parts();
+            log.logging(&ctx, &head);
+            return Response::from_parts(head, body);
         }
         self.service.call(req, peer).await
     }

@@ -315,7 +315,7 @@ async fn coop_ring(data: &Path) -> anyhow::Result<Ring> {
             &coop,
             &[name, origin],
         )?;
-        let (running, node) = crate::node_cmd::spawn(coop, http).await?;
+        let (running, node) = crate::node_cmd::spawn(coop, http, None).await?;
         if first {
             boot = node
                 .client()

@@ -179,14 +179,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     crate::serve::runtime(coop.workers)?.block_on(async move {
         let drain = http.drain;
         let mut signals = crate::serve::signals()?;
-        let (running, node) = start(coop, http).await?;
+        let log = crate::serve::access_log(&http.access_log)?;
+        let (running, node) = start(coop, http, log.clone()).await?;
         loop {
             match signals.next().await {
                 Asked::Stop => break,
                 Asked::Reload => {
                     println!("reload: a node's settings take effect at its next start")
                 }
-                Asked::Reopen => {}
+                Asked::Reopen => crate::serve::reopen(log.as_ref()),
             }
         }
         crate::serve::stop(running, drain).await;
@@ -202,10 +203,12 @@ fn keygen(out: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Starts the swarm, the roles and the browser proxy, silently.
+/// Starts the swarm, the roles and the browser proxy, silently; its requests (control ones
+/// too) written to `log`.
 pub async fn spawn(
     coop: slipstream_coop::config::Settings,
     http: slipstream_proxy::Settings,
+    log: Option<slipstream_node::access_log::AccessLog>,
 ) -> anyhow::Result<(Running, Arc<CoopNode>)> {
     let coop_node = node::start(coop, http.access.clone())
         .await
@@ -213,10 +216,14 @@ pub async fn spawn(
     // The browser proxy never reaches the node's own peer-to-peer ports either.
     let mut http = http;
     http.access = coop_node.access().clone();
-    let proxy = Proxy::builder(http.clone())
-        .phase(BrowserProxy(coop_node.clone()))
-        .build();
-    let mut n = Node::new(proxy);
+    let mut builder = Proxy::builder(http.clone()).phase(BrowserProxy(coop_node.clone()));
+    if let Some(log) = &log {
+        builder = builder.phase(log.clone());
+    }
+    let mut n = Node::new(builder.build());
+    if let Some(log) = log {
+        n = n.with_control_log(log);
+    }
     n.route("coop", StatusEndpoint(coop_node.clone()));
     let running = n.start(&http.listen()).await?;
     // The swarm reports its listen addresses once its sockets are bound (moments).
@@ -233,8 +240,9 @@ pub async fn spawn(
 pub async fn start(
     coop: slipstream_coop::config::Settings,
     http: slipstream_proxy::Settings,
+    log: Option<slipstream_node::access_log::AccessLog>,
 ) -> anyhow::Result<(Running, Arc<CoopNode>)> {
-    let (running, coop_node) = spawn(coop, http).await?;
+    let (running, coop_node) = spawn(coop, http, log).await?;
     let addr = running.bound.addr;
     let client = coop_node.client();
     let addrs = client.addresses().await;

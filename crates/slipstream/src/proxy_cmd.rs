@@ -186,11 +186,15 @@ async fn start_with(
     );
     let listen = settings.listen();
     let mut builder = Proxy::builder(settings);
-    if let Some(log) = log {
-        builder = builder.phase(log);
+    if let Some(log) = &log {
+        builder = builder.phase(log.clone());
     }
     let proxy = builder.build();
-    let running = Node::new(proxy.clone()).start(&listen).await?;
+    let mut node = Node::new(proxy.clone());
+    if let Some(log) = log {
+        node = node.with_control_log(log);
+    }
+    let running = node.start(&listen).await?;
     let addr = running.bound.addr;
     let mode = if origins.is_empty() {
         "forward proxy".to_owned()

@@ -390,15 +390,19 @@ pub async fn start_with(
     let listen = settings.listen();
     let cpu_cost = settings.cpu_cost;
     let mut origin = Origin::builder(settings);
-    if let Some(log) = log {
-        origin = origin.phase(log);
+    if let Some(log) = &log {
+        origin = origin.phase(log.clone());
     }
+    let logged = |node: Node<_>| match &log {
+        Some(log) => node.with_control_log(log.clone()),
+        None => node,
+    };
     let prefetch = prefetch.map(Prefetch::new).transpose()?;
     if let Some(p) = &prefetch {
         origin = origin.phase(slipstream_nps::demand::Demand::new(p.0.clone()));
     }
     let Some(cluster) = cluster else {
-        let mut node = Node::new(origin.build()).with_cpu_cost(cpu_cost);
+        let mut node = logged(Node::new(origin.build()).with_cpu_cost(cpu_cost));
         if let Some(p) = &prefetch {
             p.route(&mut node, true);
         }
@@ -426,7 +430,7 @@ pub async fn start_with(
     if let Some(load) = &load {
         origin = origin.phase(load.clone());
     }
-    let mut node = Node::new(origin.build()).with_cpu_cost(cpu_cost);
+    let mut node = logged(Node::new(origin.build()).with_cpu_cost(cpu_cost));
     let api = Api::new(
         member.clone(),
         cluster.token.clone(),

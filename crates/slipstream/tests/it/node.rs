@@ -569,6 +569,9 @@ fn access_logs_have_a_line_per_request_in_both_formats() {
         assert_eq!(get(proxy.addr, "/hello.txt").status, 200);
     }
     assert_eq!(get(proxy.addr, "/missing").status, 404);
+    // Control requests are logged too, marked as such.
+    assert_eq!(get(proxy.addr, "/_slipstream/status").status, 200);
+    assert_eq!(get(origin.addr, "/_slipstream/status").status, 200);
     // Stopping flushes the logs.
     assert_eq!(terminate(&mut proxy), Some(0));
     assert_eq!(terminate(&mut origin), Some(0));
@@ -578,7 +581,7 @@ fn access_logs_have_a_line_per_request_in_both_formats() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
-    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines.len(), 4, "{lines:?}");
     assert_eq!(lines[0]["method"], "GET");
     assert_eq!(lines[0]["target"], "/hello.txt");
     assert_eq!(lines[0]["status"], 200);
@@ -597,11 +600,19 @@ fn access_logs_have_a_line_per_request_in_both_formats() {
         "{lines:?}"
     );
     assert_eq!(lines[2]["status"], 404);
+    assert_eq!(lines[3]["target"], "/_slipstream/status");
+    assert_eq!(lines[3]["status"], 200);
+    assert_eq!(lines[3]["control"], true, "{lines:?}");
+    assert!(
+        lines[..3].iter().all(|l| l["control"] == false),
+        "{lines:?}"
+    );
 
-    // The origin saw the proxy's two misses (the hit never reached it).
+    // The origin saw the proxy's two misses (the hit never reached it), and its own status
+    // request.
     let text = std::fs::read_to_string(&combined).expect("origin log");
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
     assert!(lines[0].starts_with("127.0.0.1 - - ["), "{text}");
     assert!(
         lines[0].contains("\"GET /hello.txt HTTP/1.1\" 200 13 \"-\" \""),
@@ -609,6 +620,10 @@ fn access_logs_have_a_line_per_request_in_both_formats() {
     );
     assert!(
         lines[1].contains("\"GET /missing HTTP/1.1\" 404 "),
+        "{text}"
+    );
+    assert!(
+        lines[2].contains("\"GET /_slipstream/status HTTP/1.1\" 200 "),
         "{text}"
     );
 }

@@ -528,6 +528,17 @@ impl Endpoint for Resolve {
             Ok(l) => l,
             Err(why) => return cors(text(StatusCode::BAD_REQUEST, &why)),
         };
+        if let Some(site) = site_of(&asked) {
+            if !self.serves(&req, &site) {
+                return cors(text(
+                    StatusCode::NOT_FOUND,
+                    &format!(
+                        "`{site}` is not a site of this cluster (its members are reached as \
+                         this request's Host or their advertised addresses): ask that site"
+                    ),
+                ));
+            }
+        }
         // Under the view's lock, not a copy of the whole view: this is the name service's path.
         let (replicas, version) = self.0.resolve_versioned(&logical);
         let body = json!({
@@ -541,6 +552,39 @@ impl Endpoint for Resolve {
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         cors(r)
     }
+}
+
+impl Resolve {
+    /// Whether `site` (an absolute URL's `host:port`, normalised) is this cluster's: the Host
+    /// this request came in for, or a member's advertised address.
+    fn serves(&self, req: &Request<Incoming>, site: &str) -> bool {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| site_of(&format!("http://{h}/")));
+        if host.as_deref() == Some(site) {
+            return true;
+        }
+        let mine = self.0.advertise();
+        let named = |base: Option<&str>| base.and_then(site_of).as_deref() == Some(site);
+        named(mine.as_deref())
+            || self
+                .0
+                .read_view(|v| v.nodes.values().any(|n| named(n.advertise.as_deref())))
+    }
+}
+
+/// `host:port` of an absolute http(s) URL, lower-case, with the scheme's default port
+/// written out; `None` for a path.
+fn site_of(url: &str) -> Option<String> {
+    let uri: http::Uri = url.parse().ok()?;
+    let port = uri.port_u16().or(match uri.scheme_str()? {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    })?;
+    Some(format!("{}:{port}", uri.host()?.to_ascii_lowercase()))
 }
 
 /// The logical URL (a path, with its query) of a path or an absolute `http(s)` URL.

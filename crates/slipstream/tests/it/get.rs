@@ -245,3 +245,40 @@ fn with_the_urls_own_server_down_get_resolves_and_fetches_from_another_replica()
     );
     assert!(line.contains("resolved"), "{line}");
 }
+
+#[test]
+fn resolve_answers_only_for_the_clusters_own_sites() {
+    let c = cluster();
+    let resolve = |at: SocketAddr, url: &str| {
+        let q: String = form_urlencoded_encode(url);
+        support::get(at, &format!("/_slipstream/resolve?url={q}"))
+    };
+    // Its own Host, another member's advertised address, or a path: answered.
+    for url in [
+        format!("http://{}/hello.txt", c.n0.addr),
+        format!("http://{}/hello.txt", c.n1.addr),
+        "/hello.txt".to_owned(),
+    ] {
+        let r = resolve(c.n0.addr, &url);
+        assert_eq!(r.status, 200, "{url}: {}", String::from_utf8_lossy(&r.body));
+    }
+    // Somebody else's site: not this cluster's to answer for.
+    let r = resolve(c.n0.addr, "http://example.org/hello.txt");
+    assert_eq!(r.status, 404);
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("not a site of this cluster"),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+}
+
+fn form_urlencoded_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

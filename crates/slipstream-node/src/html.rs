@@ -22,8 +22,9 @@ pub trait HtmlHandler: Send + Sync + std::fmt::Debug + 'static {
     /// Changes one matching element.
     fn element(&self, el: &mut Element<'_, '_>) -> HandlerResult;
 
-    /// HTML to append at the end of the document, asked once the whole page went through
-    /// `element` (so it may carry what the handler collected).
+    /// HTML to add at the end: before `</body>` when the page has that end tag, else at the
+    /// end of the document; asked once every element up to there went through `element` (so
+    /// it may carry what the handler collected).
     fn end(&self) -> Option<String> {
         None
     }
@@ -87,9 +88,36 @@ impl Rewriter {
             ));
         }
         let out = Arc::new(Mutex::new(Vec::new()));
+        // What the handlers add at the end goes inside the body, before `</body>`, when the
+        // page has one; otherwise at the end of the document. Once only.
+        let written = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (in_body, body_written) = (handlers.to_vec(), written.clone());
+        element_content_handlers.push((
+            std::borrow::Cow::Owned("body".parse().expect("a valid selector")),
+            ElementContentHandlers::default().element(move |el: &mut Element<'_, '_>| {
+                let (enders, written) = (in_body.clone(), body_written.clone());
+                // No end tag in the source (an implied one): the document end takes it.
+                let _ = el.on_end_tag(Box::new(
+                    move |end: &mut lol_html::html_content::EndTag<'_>| {
+                        if !written.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                            for h in &enders {
+                                if let Some(html) = h.end() {
+                                    end.before(&html, lol_html::html_content::ContentType::Html);
+                                }
+                            }
+                        }
+                        Ok(())
+                    },
+                ));
+                Ok(())
+            }),
+        ));
         let enders: Vec<Arc<dyn HtmlHandler>> = handlers.to_vec();
         let document_content_handlers = vec![lol_html::send::DocumentContentHandlers::default()
             .end(move |end: &mut lol_html::html_content::DocumentEnd<'_>| {
+                if written.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    return Ok(());
+                }
                 for h in &enders {
                     if let Some(html) = h.end() {
                         end.append(&html, lol_html::html_content::ContentType::Html);
@@ -147,6 +175,45 @@ mod tests {
             el.set_attribute("data-seen", "1")?;
             Ok(())
         }
+    }
+
+    #[derive(Debug)]
+    struct Tail;
+
+    impl HtmlHandler for Tail {
+        fn selector(&self) -> &str {
+            "a[href]"
+        }
+        fn element(&self, _el: &mut Element<'_, '_>) -> HandlerResult {
+            Ok(())
+        }
+        fn end(&self) -> Option<String> {
+            Some("<script>tail</script>".into())
+        }
+    }
+
+    fn rewrite(page: &str) -> String {
+        let mut r = Rewriter::new(&[Arc::new(Tail)]).expect("selector");
+        let mut out = r
+            .filter(Bytes::from(page.to_owned()))
+            .expect("write")
+            .to_vec();
+        out.extend_from_slice(&r.finish().expect("end"));
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn what_handlers_add_at_the_end_goes_inside_the_body() {
+        assert_eq!(
+            rewrite("<html><body><p>x</p></body></html>\n"),
+            "<html><body><p>x</p><script>tail</script></body></html>\n"
+        );
+        // No `</body>` in the source: at the end of the document, once.
+        assert_eq!(rewrite("<p>x</p>"), "<p>x</p><script>tail</script>");
+        assert_eq!(
+            rewrite("<html><body><p>x"),
+            "<html><body><p>x<script>tail</script>"
+        );
     }
 
     #[test]

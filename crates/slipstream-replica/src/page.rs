@@ -5,7 +5,8 @@
 //! A page streams through the node layer's `lol_html` rewriter: the agent's registration
 //! script goes first into `<head>`, every `href`, `src` and `srcset` URL of this origin is
 //! looked up in the directory as it passes, and the entries it needs (`crate::block`) go at the
-//! end of the document as one JSON block (`<script type="application/json"
+//! end of the body (before `</body>`; at the end of the document when it has none) as one JSON
+//! block (`<script type="application/json"
 //! id="slipstream-replicas">`), where the agent reads them: `{"v":2,"config":{...},
 //! "servers":["http://r1","http://r2"],"urls":{"/*":[0,1],"/a.png":[0,
 //! "http://r3/a-copy.png"]}}`. A key ending in `*` is a rule for every URL under its prefix

@@ -700,6 +700,8 @@ fn pages_carry_replica_lists_and_follow_the_file_and_the_directory() {
     );
     // The page's own markup is untouched (JavaScript off still works).
     assert!(page.contains("<a href=\"hello.txt\">hi</a>"));
+    // The block is inside the body, not after the document.
+    assert!(page.ends_with("</script></body></html>"), "{page}");
     let (b, _) = support::replica_block(&page);
     let base = format!("http://{}", n0.addr);
     // Compact: the node is named once, and its wildcard `/*` by one rule with its index.

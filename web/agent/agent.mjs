@@ -3,7 +3,10 @@
 // what the latency table says. `sw.js` is the I/O shell around it (fetch, timers, IndexedDB,
 // messages); it feeds this module the time (`nowMs`) and the outcome of every exchange.
 //
-// One Refresh selector (select.mjs) runs over every replica endpoint the agent knows of, an
+// One replica selector runs over every replica endpoint the agent knows of: Decay (decay.mjs,
+// the default: time-decayed estimates, budgeted probes and hedges, capped back-off, a race while
+// nothing is measured) or Refresh (select.mjs, the paper's), as the block's `config.policy`
+// says ("decay" when absent). It runs over every endpoint, an
 // endpoint being a physical URL's origin (scheme://host:port), so a latency learnt through one
 // logical URL serves every URL replicated there, on every page of the site. (001 §4.1 goes
 // further: its latency table is shared by the clients through a shared file system, each client
@@ -29,10 +32,38 @@
 // endpoints (the one named longest ago forgotten first). The whole state is plain JSON
 // (`toJSON`, `Agent.fromJSON`) for IndexedDB.
 
-import { Refresh, makeConfig } from './select.mjs';
+import { Refresh, makeConfig as refreshConfig } from './select.mjs';
+import { Decay, makeConfig as decayConfig } from './decay.mjs';
 
-/** The JSON state's format tag; `fromJSON` refuses any other. */
-export const AGENT_FORMAT = 'slipstream-agent@1';
+/**
+ * The JSON state's format tag; `fromJSON` refuses any other. Version 2 keeps the selector of
+ * either policy (`overrides.policy`); a version 1 state (always Refresh, before Decay) is
+ * refused, so the worker starts afresh rather than keep a table of the old policy.
+ */
+export const AGENT_FORMAT = 'slipstream-agent@2';
+
+/** The replica selectors a block may name (`config.policy`), by name; the first is the default. */
+export const POLICIES = Object.freeze({
+  decay: { Selector: Decay, makeConfig: decayConfig },
+  refresh: { Selector: Refresh, makeConfig: refreshConfig },
+});
+
+/** The policy used when a block names none. */
+export const DEFAULT_POLICY = 'decay';
+
+/**
+ * A block's `config` split into the policy's name and the selector's settings (checked by that
+ * selector, so a bad configuration is refused whole): `{policy, settings}`. Throws a TypeError
+ * for an unknown policy, the selector's ConfigError for a bad setting.
+ */
+export function splitConfig(config) {
+  const { policy = DEFAULT_POLICY, ...settings } = config ?? {};
+  if (typeof policy !== 'string' || !Object.hasOwn(POLICIES, policy)) {
+    throw new TypeError(`replica block: config.policy: ${JSON.stringify(policy)}, want one of ${Object.keys(POLICIES).join(', ')}`);
+  }
+  POLICIES[policy].makeConfig(settings);
+  return { policy, settings };
+}
 
 /**
  * The replica block's format version (`"v"`) the server writes: 2 adds rules (keys ending in
@@ -169,7 +200,7 @@ export function parseBlock(text, pageOrigin) {
   }
   // The selector checks the values; check here that they would be accepted, so a bad block
   // is refused whole before anything is learnt from it.
-  makeConfig(config);
+  splitConfig(config);
   const urls = b.urls ?? {};
   if (urls === null || typeof urls !== 'object' || Array.isArray(urls)) {
     throw new TypeError('replica block: urls: not an object');
@@ -238,14 +269,20 @@ export function blockLookup(block, key) {
 }
 
 /**
- * The agent's state: the Refresh selector over all endpoints, the logical-to-physical map, the
- * configuration overrides last received, and a physical URL per endpoint to probe.
+ * The agent's state: the selector over all endpoints (Decay or Refresh), the
+ * logical-to-physical map, the configuration overrides last received, and a physical URL per
+ * endpoint to probe.
  */
 export class Agent {
-  /** An agent that knows no URL yet, with `config` (overrides of select.mjs `DEFAULTS`). */
+  /**
+   * An agent that knows no URL yet, with `config`: `policy` ("decay", the default, or
+   * "refresh") and overrides of that selector's `DEFAULTS`.
+   */
   constructor(config = {}, nowMs = 0) {
+    const { policy, settings } = splitConfig(config);
     this._overrides = { ...config };
-    this._selector = new Refresh([], config, nowMs);
+    this._policy = policy;
+    this._selector = new POLICIES[policy].Selector([], settings, nowMs);
     /** @type {Map<string, string[]>} logical key → physical URLs, oldest learnt first. */
     this._urls = new Map();
     /** @type {Map<string, string[]>} logical prefix → stems (`parseBlock`), oldest learnt first. */
@@ -262,6 +299,11 @@ export class Agent {
   /** How many logical URLs are remembered. */
   get urlCount() {
     return this._urls.size;
+  }
+
+  /** The selector's policy: "decay" or "refresh". */
+  get policy() {
+    return this._policy;
   }
 
   /** The configuration overrides in force. */
@@ -285,7 +327,15 @@ export class Agent {
    */
   learn(block, nowMs) {
     if (JSON.stringify(block.config) !== JSON.stringify(this._overrides)) {
-      this._selector.setConfig(block.config);
+      const { policy, settings } = splitConfig(block.config);
+      if (policy === this._policy) {
+        this._selector.setConfig(settings);
+      } else {
+        // Another policy: its own table, started afresh over the same endpoints.
+        const names = this._selector.health(nowMs).map(([name]) => name);
+        this._selector = new POLICIES[policy].Selector(names, settings, nowMs);
+        this._policy = policy;
+      }
       this._overrides = { ...block.config };
     }
     const named = [];
@@ -380,6 +430,32 @@ export class Agent {
   }
 
   /**
+   * A user request began (not a probe, hedge or fail-over): Decay earns part of a token for
+   * probes and hedges. Call once per request the agent binds.
+   */
+  requested(nowMs) {
+    this._selector.requested?.(nowMs);
+  }
+
+  /**
+   * After how long (ms) without a response head from `endpoint`, the plan's first, to send the
+   * request to the next replica as well; null for no hedge (Refresh never hedges).
+   */
+  hedgeAfter(endpoint, nowMs) {
+    return this._selector.hedgeAfter ? this._selector.hedgeAfter(endpoint, nowMs) : null;
+  }
+
+  /** A hedge was sent after `hedgeAfter` said so (spends Decay's token). */
+  hedged(endpoint, nowMs) {
+    this._selector.hedged?.(endpoint, nowMs);
+  }
+
+  /** To how many of the plan's first replicas to send a request at once (Decay races while nothing is measured). */
+  race(nowMs) {
+    return this._selector.race ? this._selector.race(nowMs) : 1;
+  }
+
+  /**
    * A physical URL of `endpoint` to send a HEAD to: the last one a page named. 001 §4.1 probes
    * "a randomly chosen resource" of the server; the agent takes the last one named instead (no
    * randomness in this module, and a URL a page named recently is the likeliest to exist).
@@ -400,15 +476,30 @@ export class Agent {
   }
 
   /**
-   * When the next probe falls due (ms, on the caller's clock), or null if none can: the
-   * earliest recover probe of a failed endpoint, or a refresh a TTL after the oldest update.
+   * When the next probe falls due (ms, on the caller's clock), or null if none can. Refresh:
+   * the earliest recover probe of a failed endpoint, or a refresh a TTL after the oldest
+   * update. Decay: the earliest end of a failed endpoint's back-off, and, while a whole token
+   * is held, when the exploration `probes` would hand out next falls due (as `probes` picks
+   * it: a live endpoint other than the order's first, unmeasured and never explored at once,
+   * else `explore_after_ms` after its last sample or exploration).
    */
-  nextProbeMs() {
+  nextProbeMs(nowMs = 0) {
     const s = this._selector.toJSON();
     let next = null;
     const at = (t) => {
       if (next === null || t < next) next = t;
     };
+    if (this._policy === 'decay') {
+      const first = s.entries.length ? this._selector.order(nowMs)[0] : null;
+      for (const e of s.entries) {
+        if (e.failures > 0) at(e.retry_at_ms);
+        else if (s.tokens >= 1 && e.name !== first) {
+          if (e.estimate === null && e.explored_ms === null) at(e.sampled_ms);
+          else at(Math.max(e.explored_ms ?? -Infinity, e.sampled_ms) + s.config.explore_after_ms);
+        }
+      }
+      return next;
+    }
     for (const e of s.entries) {
       if (e.failed) at(e.failed.next_probe_ms);
       else if (e.estimate) at(Math.max(e.updated_ms, e.refresh_sent_ms ?? -Infinity) + s.config.ttl_ms);
@@ -423,6 +514,7 @@ export class Agent {
   table(nowMs) {
     const sel = this._selector;
     const state = sel.toJSON();
+    const decay = this._policy === 'decay';
     const byName = new Map(state.entries.map((e) => [e.name, e]));
     const urlsPer = new Map();
     for (const list of [...this._urls.values(), ...this._rules.values()]) {
@@ -433,6 +525,25 @@ export class Agent {
     }
     return sel.order(nowMs).map((name, rank) => {
       const e = byName.get(name);
+      if (decay) {
+        const failed = e.failures > 0;
+        return {
+          endpoint: name,
+          rank,
+          live: !failed,
+          samples: e.estimate ? e.estimate.samples : 0,
+          avg_ms: e.estimate ? e.estimate.avg_ms : null,
+          var_ms2: e.estimate ? e.estimate.var_ms2 : null,
+          // Decay ranks by the estimate itself.
+          score_ms: e.estimate ? e.estimate.avg_ms : null,
+          timeout_ms: sel.timeout(name, nowMs),
+          updated_ms: e.sampled_ms,
+          failures: e.failures,
+          probe_interval_ms: failed ? sel._backoff(e.failures) : null,
+          next_probe_ms: failed ? e.retry_at_ms : null,
+          urls: urlsPer.get(name) ?? 0,
+        };
+      }
       return {
         endpoint: name,
         rank,
@@ -501,10 +612,12 @@ export class Agent {
       if (!ok) throw new TypeError(`agent state: endpoints: bad entry ${JSON.stringify(entry)}`);
       probeUrls.set(entry[0], entry[1]);
     }
+    const { policy } = splitConfig(s.overrides);
     const a = Object.create(Agent.prototype);
     a._probeUrls = probeUrls;
     a._overrides = { ...s.overrides };
-    a._selector = Refresh.fromJSON(s.selector);
+    a._policy = policy;
+    a._selector = POLICIES[policy].Selector.fromJSON(s.selector);
     a._urls = urls;
     a._rules = rules;
     // A state written before bindings to forgotten endpoints were dropped may still hold some.

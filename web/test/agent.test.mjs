@@ -23,12 +23,15 @@ import {
   parseBlock,
 } from '../agent/agent.mjs';
 import { DEFAULTS } from '../agent/select.mjs';
+import { DEFAULTS as DECAY } from '../agent/decay.mjs';
 
 const ORIGIN = 'http://127.0.0.1:8000';
 const A = 'http://127.0.0.1:21001';
 const B = 'http://127.0.0.1:21002';
 const C = 'http://127.0.0.1:21003';
-const CONFIG = { probe_interval_ms: 1000, max_probe_interval_ms: 16000 };
+// Most tests below exercise the agent with the Refresh policy (named in the block); those of
+// the default, Decay, say so.
+const CONFIG = { policy: 'refresh', probe_interval_ms: 1000, max_probe_interval_ms: 16000 };
 
 function block(urls, config = CONFIG) {
   return parseBlock({ v: 1, config, urls }, ORIGIN);
@@ -56,7 +59,7 @@ test('parseBlock keeps same-origin keys and absolute http(s) replicas, bounded',
   const b = parseBlock(
     {
       v: 1,
-      config: { probe_interval_ms: 500, max_probe_interval_ms: 4000 },
+      config: { policy: 'refresh', probe_interval_ms: 500, max_probe_interval_ms: 4000 },
       urls: {
         '/a.png': [`${A}/a.png`, `${B}/a.png`, `${A}/a.png`, 'ftp://x/a.png', 'not a url', 7],
         '/q?x=1': [`${C}/q?x=1`],
@@ -67,7 +70,7 @@ test('parseBlock keeps same-origin keys and absolute http(s) replicas, bounded',
     },
     ORIGIN,
   );
-  assert.deepEqual(b.config, { probe_interval_ms: 500, max_probe_interval_ms: 4000 });
+  assert.deepEqual(b.config, { policy: 'refresh', probe_interval_ms: 500, max_probe_interval_ms: 4000 });
   assert.deepEqual(b.urls, [
     ['/a.png', [`${A}/a.png`, `${B}/a.png`]],
     ['/q?x=1', [`${C}/q?x=1`]],
@@ -95,7 +98,12 @@ test('parseBlock refuses a block of another version, shape or configuration', ()
   assert.throws(() => parseBlock('[]', ORIGIN), /not an object/);
   assert.throws(() => parseBlock({ v: 1, urls: { '/a': 'x' } }, ORIGIN), /not a list/);
   assert.throws(() => parseBlock({ v: 1, config: { nope: 1 }, urls: {} }, ORIGIN), /not a field/);
-  assert.throws(() => parseBlock({ v: 1, config: { r: 2 }, urls: {} }, ORIGIN), /\(0, 1\]/);
+  assert.throws(() => parseBlock({ v: 1, config: { policy: 'refresh', r: 2 }, urls: {} }, ORIGIN), /\(0, 1\]/);
+  // The default policy, Decay, checks its own fields; an unknown policy is refused.
+  assert.throws(() => parseBlock({ v: 1, config: { probe_interval_ms: 5 }, urls: {} }, ORIGIN), /not a field/);
+  assert.throws(() => parseBlock({ v: 1, config: { budget: 2 }, urls: {} }, ORIGIN), /\[0, 1\)/);
+  assert.throws(() => parseBlock({ v: 1, config: { policy: 'fastest' }, urls: {} }, ORIGIN), /policy/);
+  assert.throws(() => parseBlock({ v: 1, config: { policy: 3 }, urls: {} }, ORIGIN), /policy/);
   assert.throws(() => parseBlock('{"v":1,', ORIGIN), SyntaxError);
 });
 
@@ -175,7 +183,7 @@ test('probes of a failed endpoint: due after F, F doubling, a URL of that endpoi
 });
 
 test('a stale live endpoint is refreshed after the TTL', () => {
-  const a = agentWith({ '/x': [`${A}/x`] }, { ttl_ms: 5000 });
+  const a = agentWith({ '/x': [`${A}/x`] }, { policy: 'refresh', ttl_ms: 5000 });
   a.record(A, 'answered', 0, 5);
   assert.deepEqual(a.dueProbes(4999), []);
   assert.equal(a.nextProbeMs(), 5000);
@@ -260,13 +268,13 @@ test('a URL is never bound to a forgotten endpoint', () => {
 test('a new configuration applies and keeps the latency table', () => {
   const a = agentWith({ '/x': [`${A}/x`] });
   a.record(A, 'answered', 0, 40);
-  a.learn(block({ '/x': [`${A}/x`] }, { probe_interval_ms: 300, max_probe_interval_ms: 900 }), 1);
+  a.learn(block({ '/x': [`${A}/x`] }, { policy: 'refresh', probe_interval_ms: 300, max_probe_interval_ms: 900 }), 1);
   assert.equal(a.selector.config.probe_interval_ms, 300);
   assert.equal(a.selector.estimate(A).samples, 1);
   assert.equal(a.selector.estimate(A).avg_ms, 40);
-  assert.deepEqual(a.overrides, { probe_interval_ms: 300, max_probe_interval_ms: 900 });
+  assert.deepEqual(a.overrides, { policy: 'refresh', probe_interval_ms: 300, max_probe_interval_ms: 900 });
   // A block without overrides goes back to the defaults, still keeping the table.
-  a.learn(block({ '/x': [`${A}/x`] }, {}), 2);
+  a.learn(block({ '/x': [`${A}/x`] }, { policy: 'refresh' }), 2);
   assert.equal(a.selector.config.probe_interval_ms, DEFAULTS.probe_interval_ms);
   assert.equal(a.selector.estimate(A).samples, 1);
 });
@@ -425,4 +433,108 @@ test('rules survive the JSON state, are bounded, and a state without rules still
   assert.equal(agent.plan('/r0/x', 0), null);
   assert.equal(agent.plan('/other', 0), null);
   assert.deepEqual(agent.replicas('/r5/x'), [`${A}/r5/x`]);
+});
+
+// ---------------------------------------------------------------------------------------------
+// The default policy, Decay (decay.mjs; its own rules are held to the Rust code by the shared
+// vectors): what the agent adds around it.
+
+function decayAgent(urls, config = {}) {
+  const a = new Agent({}, 0);
+  a.learn(block(urls, config), 0);
+  return a;
+}
+
+test('Decay is the default: races while nothing is measured, then hedges within the budget', () => {
+  const a = decayAgent({ '/x': [`${A}/x`, `${B}/x`, `${C}/x`] });
+  assert.equal(a.policy, 'decay');
+  assert.equal(a.race(0), 3, 'all three raced while none is measured');
+  assert.equal(a.hedgeAfter(A, 0), null, 'no hedge before two samples');
+  a.record(B, 'answered', 10, 20);
+  assert.equal(a.race(10), 1);
+  assert.equal(a.plan('/x', 10)[0].endpoint, B);
+  a.record(B, 'answered', 20, 22);
+  const after = a.hedgeAfter(B, 20);
+  assert.ok(after > 21 && after < 60, `hedge after ${after} ms`);
+  // The two burst tokens pay for two hedges; then requests must earn one (budget 0.02 each).
+  a.hedged(B, 21);
+  a.hedged(B, 22);
+  assert.equal(a.hedgeAfter(B, 23), null, 'no token left');
+  for (let i = 0; i < 50; i++) a.requested(30 + i);
+  assert.notEqual(a.hedgeAfter(B, 100), null, '50 requests earn a token');
+});
+
+test('Decay: one slow sample among quick ones does not reorder; a stale estimate is explored again', () => {
+  const a = decayAgent({ '/x': [`${A}/x`, `${B}/x`] });
+  for (let t = 0; t < 20; t++) a.record(A, 'answered', 100 + t, 10);
+  a.record(B, 'answered', 120, 100);
+  a.record(A, 'answered', 121, 300); // the outlier, 1 ms after the previous sample
+  assert.equal(a.plan('/x', 122)[0].endpoint, A, 'an outlier weighs min_weight (0.1): A stays first');
+  // A burst of slow samples does move the traffic...
+  for (let t = 0; t < 10; t++) a.record(A, 'answered', 130 + t, 300);
+  assert.equal(a.plan('/x', 140)[0].endpoint, B);
+  // ...until A, explored once `explore_after_ms` has passed since its last sample (a token
+  // held), answers quickly: the sample weighs 1 − e^(−Δt/τ).
+  assert.equal(a.nextProbeMs(140), 139 + DECAY.explore_after_ms);
+  assert.deepEqual(a.dueProbes(139 + DECAY.explore_after_ms - 1), []);
+  const due = a.dueProbes(139 + DECAY.explore_after_ms);
+  assert.deepEqual(due.map((p) => [p.endpoint, p.kind, p.url]), [[A, 'refresh', `${A}/x`]]);
+  a.record(A, 'answered', 40000, 10);
+  assert.equal(a.plan('/x', 40001)[0].endpoint, A, 'A is first again after one quick sample');
+});
+
+test('Decay: a failed endpoint is retried after a back-off doubling to its cap, and used again', () => {
+  const a = decayAgent({ '/x': [`${A}/x`, `${B}/x`] }, { backoff_ms: 400, max_backoff_ms: 1600 });
+  a.record(A, 'answered', 0, 5);
+  a.record(B, 'answered', 0, 50);
+  a.record(A, 'connect_failed', 100);
+  assert.deepEqual(a.plan('/x', 101).map((c) => c.endpoint), [B, A], 'failed last');
+  const [, failed] = a.table(101);
+  assert.deepEqual([failed.live, failed.failures, failed.probe_interval_ms, failed.next_probe_ms], [false, 1, 400, 500]);
+  const sent = [];
+  for (let t = 100; t <= 6000; t += 10) {
+    for (const p of a.dueProbes(t)) {
+      assert.equal(p.kind, 'recover');
+      sent.push(t);
+      a.record(A, 'connect_failed', t);
+    }
+  }
+  assert.deepEqual(sent, [500, 1300, 2900, 4500], 'after 0.4, 0.8, 1.6, 1.6 s');
+  assert.equal(a.nextProbeMs(4500), 6100);
+  a.record(A, 'answered', 6100, 5);
+  assert.equal(a.plan('/x', 6101)[0].endpoint, A, 'used again once it answers');
+  assert.equal(a.nextProbeMs(6101) === null || a.nextProbeMs(6101) > 6101, true);
+});
+
+test('the policy is chosen by the block: another policy starts its own table over the same endpoints', () => {
+  const a = decayAgent({ '/x': [`${A}/x`, `${B}/x`] });
+  a.record(A, 'answered', 1, 10);
+  a.learn(block({ '/x': [`${A}/x`, `${B}/x`] }, {}), 2);
+  assert.equal(a.selector.estimate(A).samples, 1, 'the same policy keeps its table');
+  a.learn(block({ '/x': [`${A}/x`, `${B}/x`] }, { policy: 'refresh' }), 3);
+  assert.equal(a.policy, 'refresh');
+  assert.equal(a.race(3), 1, 'Refresh never races');
+  assert.equal(a.hedgeAfter(A, 3), null, 'nor hedges');
+  a.requested(3);
+  assert.deepEqual(a.selector.health(3).map(([n]) => n), [A, B]);
+  assert.equal(a.selector.estimate(A), null);
+  const back = Agent.fromJSON(JSON.stringify(a));
+  assert.equal(back.policy, 'refresh');
+});
+
+test('the JSON state keeps the Decay selector; a state of the old format is refused', () => {
+  const a = decayAgent({ '/x': [`${A}/x`, `${B}/x`] });
+  a.record(A, 'answered', 1, 30);
+  a.record(B, 'answered', 2, 10);
+  a.record(A, 'timed_out', 3);
+  a.requested(4);
+  const s = JSON.parse(JSON.stringify(a));
+  assert.equal(s.format, 'slipstream-agent@2');
+  assert.equal(s.selector.format, 'slipstream-select/decay@1');
+  const b = Agent.fromJSON(s);
+  assert.deepEqual(b.table(10), a.table(10));
+  assert.equal(b.selector.tokens(), a.selector.tokens());
+  assert.deepEqual(b.dueProbes(2000), a.dueProbes(2000));
+  assert.throws(() => Agent.fromJSON({ ...s, format: 'slipstream-agent@1' }), /format/);
+  assert.throws(() => Agent.fromJSON({ ...s, overrides: { policy: 'nope' } }), /policy/);
 });

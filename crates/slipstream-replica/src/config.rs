@@ -10,8 +10,9 @@
 //! token_file = "/etc/slipstream/token"  # bearer token of the replica API
 //! secret_file = "/etc/slipstream/gossip.key" # seals gossip (default: derived from the token)
 //! publish = ["/*"]                      # patterns served from the document root
-//! [cluster.agent]                       # the client agent's Refresh settings
-//! probe_interval_ms = 60000
+//! [cluster.agent]                       # the client agent's selector and its settings
+//! policy = "decay"                      # or "refresh" (default: decay, or refresh when
+//! backoff_ms = 1000                     #   every setting is one of Refresh's only)
 //! ```
 
 use std::net::SocketAddr;
@@ -86,7 +87,8 @@ pub struct Config {
     /// Processed pages kept, in bytes (a page over a quarter of it is not kept; 0: none).
     #[serde(deserialize_with = "slipstream_units::de::bytes_usize")]
     pub page_cache_bytes: usize,
-    /// The client agent's Refresh settings (names of `web/agent/select.mjs`'s `DEFAULTS`).
+    /// The client agent's selector: `policy` ("decay" or "refresh") and that selector's
+    /// settings (names of `web/agent/decay.mjs`'s or `select.mjs`'s `DEFAULTS`).
     pub agent: toml::Table,
     /// The built-in placement policy (`[cluster.placement]`).
     pub placement: PlacementConfig,
@@ -296,29 +298,7 @@ impl Config {
                 Err(e) => Err(invalid("publish", format!("`{p}`: {e}"))),
             })
             .collect::<Result<_, _>>()?;
-        // The agent's settings, checked by the selector the agent ports, under the same names:
-        // what the node passes on, the browser accepts.
-        let mut agent = serde_json::Map::new();
-        let mut refresh = slipstream_select::config::Refresh::default();
-        for (key, value) in &self.agent {
-            let number = value
-                .as_float()
-                .or_else(|| value.as_integer().map(|i| i as f64))
-                .ok_or_else(|| invalid("agent", format!("`{key}` must be a number")))?;
-            if !refresh.set(key, number) {
-                return Err(invalid(
-                    "agent",
-                    format!(
-                        "unknown setting `{key}`; known: {}",
-                        slipstream_select::config::Refresh::FIELDS.join(", ")
-                    ),
-                ));
-            }
-            agent.insert(key.clone(), serde_json::json!(number));
-        }
-        refresh
-            .check()
-            .map_err(|e| invalid("agent", e.to_string()))?;
+        let agent = agent_settings(&self.agent)?;
         let placement = if self.placement.enabled {
             let p = &self.placement;
             if token.is_none() {
@@ -418,6 +398,69 @@ fn shared_secret(
         }
     }
     Ok(value)
+}
+
+/// The `[cluster.agent]` table checked by the selector the agent ports, under the same names,
+/// as the page's block carries it: what the node passes on, the browser accepts. `policy` names
+/// the selector: "decay" (the default) or "refresh"; without it, a table whose settings are all
+/// Refresh's and not all Decay's (one written before Decay, e.g. `probe_interval_ms`) keeps
+/// Refresh. The block names the policy only when it is not the default.
+fn agent_settings(
+    table: &toml::Table,
+) -> Result<serde_json::Map<String, serde_json::Value>, ConfigError> {
+    use slipstream_select::config::{Decay, Refresh};
+    let policy = match table.get("policy") {
+        Some(toml::Value::String(p)) if p == "decay" || p == "refresh" => p.as_str(),
+        Some(p) => {
+            return Err(invalid(
+                "agent",
+                format!("`policy` = {p}: want \"decay\" or \"refresh\""),
+            ))
+        }
+        None => {
+            let keys = || table.keys().map(String::as_str);
+            if keys().any(|k| !Decay::FIELDS.contains(&k))
+                && keys().all(|k| Refresh::FIELDS.contains(&k))
+            {
+                "refresh"
+            } else {
+                "decay"
+            }
+        }
+    };
+    let mut agent = serde_json::Map::new();
+    if policy != "decay" {
+        agent.insert("policy".into(), serde_json::json!(policy));
+    }
+    let (mut decay, mut refresh) = (Decay::default(), Refresh::default());
+    for (key, value) in table.iter().filter(|(k, _)| *k != "policy") {
+        let number = value
+            .as_float()
+            .or_else(|| value.as_integer().map(|i| i as f64))
+            .ok_or_else(|| invalid("agent", format!("`{key}` must be a number")))?;
+        let (known, fields) = if policy == "decay" {
+            (decay.set(key, number), Decay::FIELDS)
+        } else {
+            (refresh.set(key, number), Refresh::FIELDS)
+        };
+        if !known {
+            return Err(invalid(
+                "agent",
+                format!(
+                    "unknown setting `{key}` of policy {policy}; known: {}",
+                    fields.join(", ")
+                ),
+            ));
+        }
+        agent.insert(key.clone(), serde_json::json!(number));
+    }
+    let checked = if policy == "decay" {
+        decay.check().map_err(|e| e.to_string())
+    } else {
+        refresh.check().map_err(|e| e.to_string())
+    };
+    checked.map_err(|e| invalid("agent", e))?;
+    Ok(agent)
 }
 
 #[cfg(test)]
@@ -572,5 +615,38 @@ mod tests {
         .unwrap();
         assert_eq!(c.agent["probe_interval_ms"], 500.0);
         assert_eq!(c.agent["r"], 0.9);
+        // Refresh's settings alone keep Refresh, and the block names it.
+        assert_eq!(c.agent["policy"], "refresh");
+    }
+
+    #[test]
+    fn agent_policy_is_named_and_checked() {
+        let with = |agent: toml::Table| Config { agent, ..base() }.validate(listen(), "n");
+        // Decay by default, not named in the block.
+        let c = with(toml::toml! { backoff_ms = 200
+        max_backoff_ms = 800 })
+        .unwrap();
+        assert_eq!(c.agent.get("policy"), None);
+        assert_eq!(c.agent["backoff_ms"], 200.0);
+        assert!(with(toml::Table::new()).unwrap().agent.is_empty());
+        let c = with(toml::toml! { policy = "refresh"
+        ttl_ms = 1000 })
+        .unwrap();
+        assert_eq!(c.agent["policy"], "refresh");
+        let c = with(toml::toml! { policy = "decay" }).unwrap();
+        assert_eq!(c.agent.get("policy"), None);
+        for bad in [
+            toml::toml! { policy = "fastest" },
+            toml::toml! { policy = 1 },
+            toml::toml! { policy = "decay"
+            probe_interval_ms = 5 },
+            toml::toml! { policy = "refresh"
+            budget = 0.1 },
+            toml::toml! { backoff_ms = 500
+            max_backoff_ms = 100 },
+        ] {
+            let e = with(bad.clone()).unwrap_err();
+            assert_eq!(e.field, "agent", "{bad}: {e}");
+        }
     }
 }

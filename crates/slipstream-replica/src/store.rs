@@ -47,10 +47,20 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The database could not be opened, read or written (internal: disk, permissions, a
-    /// database held by another process).
+    /// The database file is held by another process: two nodes given one data directory.
+    #[error(
+        "replica store: {} is in use by another process (each cluster member needs a data \
+         directory of its own: set cluster.data_dir)",
+        .path.display()
+    )]
+    InUse {
+        /// The database file.
+        path: std::path::PathBuf,
+    },
+    /// The database could not be opened, read or written (internal: disk, permissions).
+    /// Displayed with its cause, which is not repeated as a source.
     #[error("replica store: {0}")]
-    Db(#[source] redb::Error),
+    Db(redb::Error),
     /// A caller-supplied pattern or physical URL is malformed (downstream's fault).
     #[error("replica store: {0}")]
     Invalid(#[source] ParseError),
@@ -79,7 +89,13 @@ pub struct Store {
 impl Store {
     /// Opens the database at `path`, creating it if absent, and loads the node's entries.
     pub fn open(path: impl AsRef<Path>) -> Result<Store, Error> {
-        let db = Database::create(path).map_err(db_err)?;
+        let path = path.as_ref();
+        let db = Database::create(path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => Error::InUse {
+                path: path.to_owned(),
+            },
+            other => db_err(other),
+        })?;
         let txn = db.begin_write().map_err(db_err)?;
         txn.open_table(ENTRIES).map_err(db_err)?;
         txn.open_table(BODIES).map_err(db_err)?;

@@ -24,7 +24,8 @@ pub struct Args {
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long, value_parser = slipstream_node::config::parse_listen)]
     pub listen: Option<SocketAddr>,
-    /// The node's TOML config file; `serve` reads its `[serve]` table and ignores the others.
+    /// The node's TOML config file; `serve` reads its `[serve]`, `[cluster]` and `[prefetch]`
+    /// tables and ignores the others.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Memory cache size, e.g. 64MiB [default: 64MiB].

@@ -524,3 +524,15 @@ fn run_on_a_log_with_one_bad_line(
     );
     serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("JSON")
 }
+
+#[test]
+fn serve_help_names_every_table_it_reads() {
+    let out = crate::support::bin()
+        .args(["serve", "--help"])
+        .output()
+        .expect("slipstream serve --help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for table in ["[serve]", "[cluster]", "[prefetch]"] {
+        assert!(help.contains(table), "{table}: {help}");
+    }
+}

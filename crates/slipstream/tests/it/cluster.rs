@@ -969,3 +969,41 @@ fn a_proxy_follows_the_directory_for_its_origins_and_fails_over_to_them() {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.body, b"from b\n");
 }
+
+#[test]
+fn a_second_member_on_the_same_data_dir_says_so_in_one_line() {
+    let site = support::site();
+    let data = tempfile::tempdir().expect("tempdir");
+    let _first = Member::start(
+        site.path(),
+        data.path(),
+        "n0",
+        None,
+        None,
+        free_udp_port(),
+        &[],
+    );
+    let out = support::bin()
+        .args([
+            "serve",
+            site.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--set",
+            &format!("cluster.data_dir={}", data.path().join("n0").display()),
+        ])
+        .args(["--set", &format!("cluster.token={TOKEN}")])
+        .args([
+            "--set",
+            &format!("cluster.gossip_listen=127.0.0.1:{}", free_udp_port()),
+        ])
+        .output()
+        .expect("run slipstream serve");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is in use by another process"), "{err}");
+    assert!(err.contains("cluster.data_dir"), "{err}");
+    assert_eq!(err.matches("in use").count(), 1, "said once: {err}");
+}

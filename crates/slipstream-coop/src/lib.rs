@@ -9,6 +9,8 @@
 //! - [`decide`]: the roles' decisions without I/O (nearest first, hot objects), shared with
 //!   the simulator;
 //! - [`sim`]: Riptide on a simulated 1,100-node transit-stub network (§6.1, Fig. 22);
+//! - [`tree`]: the push tree's decisions without I/O (a parent near by RTT, no cycles), shared
+//!   with the simulator;
 //! - [`bloom`]: attenuated Bloom filters, the local-area fast path (§3.2.2), without I/O;
 //! - [`gateway`]: the gateway role: fetch, store by RFC 9111, sign, hold; the service GUID;
 //! - [`roles`]: the browser proxy's lookup and miss hints, the cache manager, and the task
@@ -34,7 +36,10 @@ pub mod roles;
 pub mod rules;
 pub mod sim;
 pub mod store;
+pub mod tree;
 
-pub use net::{Client, CoopBehaviour, EventLoop, FetchError, NetConfig, PeerInfo};
+pub use net::{
+    Client, CoopBehaviour, EventLoop, FetchError, NetConfig, PeerInfo, PushMode, TreeView,
+};
 pub use object::{Guid, Object, SignedObject, VerifyError};
 pub use store::{Put, Store, StoreStats};

@@ -2,6 +2,19 @@
 //! records say which nodes hold an object, request-response carries objects between nodes,
 //! gossipsub pushes updates to replicas, identify and ping tell us about peers.
 //!
+//! Pushes follow a locality-aware tree per site ([`PushMode::Tree`], the default; the decisions
+//! are in [`crate::tree`]): gossipsub runs with no mesh, no gossip and no flood publishing, so
+//! it sends a message only to its *explicit peers*, which are the tree's edges. A node that
+//! publishes on a site's topic (a gateway; [`Client::lead`] makes one without a push) is a root;
+//! every other follower of the site asks its connected followers, nearest first by ping RTT,
+//! for a place ([`CoopRequest::TreeJoin`]) and takes the first attached one's
+//! ([`CoopResponse::Joined`], its path to the root; a path through the joiner is refused). A
+//! child renews its place every digest period; a parent forgets a child silent for three, and
+//! a child whose parent refuses or disconnects joins again. Explicit peers are one set for all
+//! topics, so an edge of one site's tree also carries the other sites both ends follow
+//! (gossipsub drops the duplicates by message id). [`PushMode::Mesh`] keeps gossipsub's
+//! default random mesh (the simulator's Fig. 22 measures both).
+//!
 //! One task owns the swarm ([`EventLoop`]); everything else talks to it through a [`Client`]
 //! (the pattern of rust-libp2p's file-sharing example). Known libp2p pitfalls, each handled
 //! here and tested in `tests/net.rs`:
@@ -84,6 +97,9 @@ pub enum CoopRequest {
     /// freshness record when the sender holds the body whose SHA-256 follows (empty: none
     /// held), or with the whole object.
     Revalidate(String, #[serde(with = "serde_bytes")] Vec<u8>),
+    /// Give me a place under you in this site topic's push tree (or renew mine); the root of
+    /// the tree I am in follows (a peer id's bytes; empty: I am in none).
+    TreeJoin(String, #[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// The answer.
@@ -107,6 +123,9 @@ pub enum CoopResponse {
     /// ([`CoopRequest::Revalidate`].) The object's freshness record, in
     /// [`Freshness::encode`]'s form: the body the sender holds is current.
     Fresh(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// ([`CoopRequest::TreeJoin`].) Accepted: the push tree's path from its root down to this
+    /// node, each a peer id's bytes.
+    Joined(Vec<serde_bytes::ByteBuf>),
 }
 
 /// What a peer asks of a node's roles.
@@ -180,6 +199,35 @@ pub struct NetConfig {
     pub digest_depth: usize,
     /// Bits per level (`digest_depth × digest_bits / 8` at most [`MAX_REQUEST_BYTES`]).
     pub digest_bits: usize,
+    /// How pushed updates reach a site's replicas.
+    pub push: PushMode,
+}
+
+/// How pushed updates reach a site's replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PushMode {
+    /// Along a tree of near peers ([`crate::tree`]): gossipsub sends only to explicit peers.
+    #[default]
+    Tree,
+    /// Gossipsub's default mesh: about six random topic peers each, flood publishing.
+    Mesh,
+}
+
+/// Site topics a node keeps a push tree for at most (past it, a topic is followed without one,
+/// and gets no pushes in [`PushMode::Tree`]).
+pub const MAX_TREE_TOPICS: usize = 4096;
+
+/// A node's place in one site's push tree ([`Client::push_tree`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeView {
+    /// It publishes on the site's topic and has no parent.
+    pub root: bool,
+    /// Its parent.
+    pub parent: Option<PeerId>,
+    /// Its distance from the root (0: a root or unattached).
+    pub depth: usize,
+    /// Its children.
+    pub children: Vec<PeerId>,
 }
 
 impl Default for NetConfig {
@@ -198,6 +246,7 @@ impl Default for NetConfig {
             digest_every: Duration::from_secs(2),
             digest_depth: 3,
             digest_bits: 1 << 16,
+            push: PushMode::Tree,
         }
     }
 }
@@ -243,7 +292,19 @@ impl CoopBehaviour {
             [(FETCH_PROTOCOL, ProtocolSupport::Full)],
             request_response::Config::default().with_request_timeout(config.request_timeout),
         );
-        let gcfg = gossipsub::ConfigBuilder::default()
+        let mut gcfg = gossipsub::ConfigBuilder::default();
+        if config.push == PushMode::Tree {
+            // No mesh, no gossip, no flood: a message goes to the explicit peers only (the
+            // tree's edges, kept by the event loop).
+            gcfg.mesh_n(0)
+                .mesh_n_low(0)
+                .mesh_n_high(0)
+                .mesh_outbound_min(0)
+                .gossip_lazy(0)
+                .gossip_factor(0.0)
+                .flood_publish(false);
+        }
+        let gcfg = gcfg
             .validation_mode(gossipsub::ValidationMode::Strict)
             .max_transmit_size(MAX_RESPONSE_BYTES as usize)
             .message_id_fn(|m: &gossipsub::Message| {
@@ -383,6 +444,8 @@ enum Command {
         request: CoopRequest,
         done: oneshot::Sender<Result<CoopResponse, String>>,
     },
+    Lead(String),
+    Tree(String, oneshot::Sender<Option<TreeView>>),
 }
 
 /// The handle the rest of the node uses; cheap to clone.
@@ -518,7 +581,8 @@ impl Client {
             CoopResponse::Inserted(_)
             | CoopResponse::Ack
             | CoopResponse::Stale
-            | CoopResponse::Fresh(_) => {
+            | CoopResponse::Fresh(_)
+            | CoopResponse::Joined(_) => {
                 return Err(FetchError::Refused("an answer of another request".into()))
             }
         };
@@ -688,6 +752,22 @@ impl Client {
         Ok(put)
     }
 
+    /// Makes this node a root of the push tree of `url`'s site, following the site: what its
+    /// first push does too (a gateway pushes every monitor period).
+    pub async fn lead(&self, url: &str) -> Result<(), String> {
+        let topic = site_topic(url).ok_or_else(|| format!("{url}: not an absolute http(s) URL"))?;
+        self.tx
+            .send(Command::Lead(topic))
+            .await
+            .map_err(|_| GONE.to_owned())
+    }
+
+    /// This node's place in the push tree of `url`'s site (`None`: it keeps none).
+    pub async fn push_tree(&self, url: &str) -> Option<TreeView> {
+        let topic = site_topic(url)?;
+        self.ask(|done| Command::Tree(topic, done)).await.flatten()
+    }
+
     /// Pushes a new version of an object to its site's replicas (a gateway's monitor, §4.5).
     /// Fails when no replica follows the site yet.
     pub async fn push(&self, object: &SignedObject) -> Result<(), String> {
@@ -750,6 +830,21 @@ pub struct EventLoop {
     lost: Option<mpsc::Sender<Vec<Guid>>>,
     /// Each neighbour's last digest.
     digests: HashMap<PeerId, crate::bloom::Attenuated>,
+    /// The push tree of each site topic followed ([`PushMode::Tree`]).
+    trees: HashMap<String, crate::tree::Tree<PeerId>>,
+    /// Tree joins and renewals in flight: their topic and peer, and whether a move.
+    tree_asks: HashMap<OutboundRequestId, (String, PeerId, bool)>,
+    /// Topics with a move ([`crate::tree::nearer`]) in flight.
+    tree_moving: HashSet<String>,
+    /// Topics with a join or renewal in flight.
+    tree_in_flight: HashSet<String>,
+    /// The peers a parentless topic has still to ask this round.
+    joining: HashMap<String, VecDeque<PeerId>>,
+    /// Tree edges per peer, over all topics: a peer is an explicit gossipsub peer while it has
+    /// one.
+    edges: HashMap<PeerId, u32>,
+    /// Tree ticks so far (one a digest period).
+    tick: u64,
 }
 
 impl std::fmt::Debug for EventLoop {
@@ -799,6 +894,13 @@ impl EventLoop {
             served_hot: None,
             lost: None,
             digests: HashMap::new(),
+            trees: HashMap::new(),
+            tree_asks: HashMap::new(),
+            tree_moving: HashSet::new(),
+            tree_in_flight: HashSet::new(),
+            joining: HashMap::new(),
+            edges: HashMap::new(),
+            tick: 0,
         };
         for addr in event_loop.config.bootstrap.clone() {
             event_loop.dial(addr, None);
@@ -851,12 +953,16 @@ impl EventLoop {
         let mut digest = tokio::time::interval(self.config.digest_every);
         digest.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let digests = self.config.digests;
+        let mut tree_tick = tokio::time::interval(self.config.digest_every);
+        tree_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let trees = self.config.push == PushMode::Tree;
         for a in self.config.external.clone() {
             self.swarm.add_external_address(a);
         }
         loop {
             tokio::select! {
                 _ = digest.tick(), if digests => self.send_digests(),
+                _ = tree_tick.tick(), if trees => self.tree_tick(),
                 event = self.swarm.select_next_some() => self.on_event(event),
                 command = self.commands.recv() => match command {
                     Some(c) => self.on_command(c),
@@ -967,18 +1073,50 @@ impl EventLoop {
                     .send_request(&peer, request);
                 self.fetches.insert(id, done);
             }
-            Command::Subscribe(topic) => {
-                let topic = gossipsub::IdentTopic::new(topic);
-                if let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&topic) {
-                    tracing::warn!(%topic, error = %e, "cannot subscribe");
+            Command::Subscribe(topic) => self.subscribe(topic),
+            Command::Lead(topic) => {
+                self.subscribe(topic.clone());
+                if let Some(tree) = self.trees.get_mut(&topic) {
+                    tree.publisher = true;
                 }
             }
+            Command::Tree(topic, done) => {
+                let view = self.trees.get(&topic).map(|t| TreeView {
+                    root: t.publisher && t.parent.is_none(),
+                    parent: t.parent,
+                    depth: t.path.len(),
+                    children: t.children.keys().copied().collect(),
+                });
+                let _ = done.send(view);
+            }
             Command::Publish { topic, data, done } => {
-                let topic = gossipsub::IdentTopic::new(topic);
-                let r = match self.swarm.behaviour_mut().gossipsub.publish(topic, data) {
+                // A publisher follows the site and is a root of its tree.
+                if self.config.push == PushMode::Tree && !self.trees.contains_key(&topic) {
+                    self.subscribe(topic.clone());
+                }
+                // A root with no child yet (its first push, before anyone could join) sends
+                // this one directly to every follower it knows.
+                let alone = self.trees.get_mut(&topic).is_some_and(|tree| {
+                    tree.publisher = true;
+                    tree.parent.is_none() && tree.children.is_empty()
+                });
+                let mut direct = if alone {
+                    self.following(&topic)
+                } else {
+                    Vec::new()
+                };
+                direct.retain(|p| !self.edges.contains_key(p));
+                let g = &mut self.swarm.behaviour_mut().gossipsub;
+                for p in &direct {
+                    g.add_explicit_peer(p);
+                }
+                let r = match g.publish(gossipsub::IdentTopic::new(topic), data) {
                     Ok(_) | Err(gossipsub::PublishError::Duplicate) => Ok(()),
                     Err(e) => Err(e.to_string()),
                 };
+                for p in &direct {
+                    g.remove_explicit_peer(p);
+                }
                 let _ = done.send(r);
             }
             Command::Peers(done) => {
@@ -1068,6 +1206,7 @@ impl EventLoop {
             }
             SwarmEvent::ConnectionClosed { peer_id, .. } if !self.swarm.is_connected(&peer_id) => {
                 self.rtt.remove(&peer_id);
+                self.tree_gone(peer_id);
                 let digest = self.digests.remove(&peer_id);
                 self.addrs.remove(&peer_id);
                 if let (Some(d), Some(tx)) = (digest, &self.lost) {
@@ -1126,6 +1265,17 @@ impl EventLoop {
             CoopBehaviourEvent::Fetch(event) => self.on_fetch(event),
             CoopBehaviourEvent::Gossipsub(gossipsub::Event::Message { message, .. }) => {
                 self.on_push(&message.data)
+            }
+            // A follower appeared: a parentless node that is no root asks at once.
+            CoopBehaviourEvent::Gossipsub(gossipsub::Event::Subscribed { topic, .. }) => {
+                let topic = topic.into_string();
+                if self
+                    .trees
+                    .get(&topic)
+                    .is_some_and(|t| !t.attached() && !self.tree_in_flight.contains(&topic))
+                {
+                    self.tree_join(&topic);
+                }
             }
             CoopBehaviourEvent::Ping(ping::Event {
                 peer,
@@ -1189,6 +1339,9 @@ impl EventLoop {
                     request_id,
                     response,
                 } => {
+                    if let Some((topic, peer, moving)) = self.tree_asks.remove(&request_id) {
+                        return self.on_tree_answer(topic, peer, moving, Some(response));
+                    }
                     if let Some(done) = self.fetches.remove(&request_id) {
                         let _ = done.send(Ok(response));
                     }
@@ -1197,6 +1350,9 @@ impl EventLoop {
             request_response::Event::OutboundFailure {
                 request_id, error, ..
             } => {
+                if let Some((topic, peer, moving)) = self.tree_asks.remove(&request_id) {
+                    return self.on_tree_answer(topic, peer, moving, None);
+                }
                 if let Some(done) = self.fetches.remove(&request_id) {
                     let _ = done.send(Err(error.to_string()));
                 }
@@ -1299,6 +1455,7 @@ impl EventLoop {
                     CoopResponse::Refused(e.to_string())
                 }
             },
+            CoopRequest::TreeJoin(topic, root) => self.tree_answer(peer, &topic, &root),
             CoopRequest::Digest(bytes) => match crate::bloom::Attenuated::decode(&bytes) {
                 Ok(d) if d.depth() == self.config.digest_depth => {
                     self.digests.insert(peer, d);
@@ -1431,6 +1588,285 @@ impl EventLoop {
             };
             counter.fetch_add(1, Ordering::Relaxed);
         });
+    }
+}
+
+/// The push tree's wiring ([`crate::tree`] decides).
+impl EventLoop {
+    fn subscribe(&mut self, topic: String) {
+        let t = gossipsub::IdentTopic::new(topic.clone());
+        if let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&t) {
+            tracing::warn!(%t, error = %e, "cannot subscribe");
+        }
+        if self.config.push == PushMode::Tree
+            && !self.trees.contains_key(&topic)
+            && self.trees.len() < MAX_TREE_TOPICS
+        {
+            self.trees
+                .insert(topic.clone(), crate::tree::Tree::default());
+            self.tree_join(&topic);
+        }
+    }
+
+    /// The connected peers that follow `topic`.
+    fn following(&self, topic: &str) -> Vec<PeerId> {
+        let hash = gossipsub::IdentTopic::new(topic).hash();
+        self.swarm
+            .behaviour()
+            .gossipsub
+            .all_peers()
+            .filter(|(_, topics)| topics.contains(&&hash))
+            .map(|(p, _)| *p)
+            .collect()
+    }
+
+    fn edge_up(&mut self, peer: PeerId) {
+        let n = self.edges.entry(peer).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            self.swarm
+                .behaviour_mut()
+                .gossipsub
+                .add_explicit_peer(&peer);
+        }
+    }
+
+    fn edge_down(&mut self, peer: PeerId) {
+        if let Some(n) = self.edges.get_mut(&peer) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.edges.remove(&peer);
+                self.swarm
+                    .behaviour_mut()
+                    .gossipsub
+                    .remove_explicit_peer(&peer);
+            }
+        }
+    }
+
+    /// Each period: forgets silent children, renews the place under the parent, or (no
+    /// parent) looks for one.
+    fn tree_tick(&mut self) {
+        self.tick += 1;
+        let topics: Vec<String> = self.trees.keys().cloned().collect();
+        for topic in topics {
+            let tick = self.tick;
+            let (gone, parent) = match self.trees.get_mut(&topic) {
+                Some(t) => (t.expire(tick), t.parent),
+                None => continue,
+            };
+            for p in gone {
+                self.edge_down(p);
+            }
+            if parent.is_some() && !self.tree_moving.contains(&topic) {
+                self.tree_move(&topic);
+            }
+            if self.tree_in_flight.contains(&topic) {
+                continue;
+            }
+            match parent {
+                Some(parent) => self.tree_ask(&topic, parent, false),
+                None => self.tree_join(&topic),
+            }
+        }
+    }
+
+    /// A round of asks for a place, nearest follower first; a root asks only
+    /// [`crate::tree::PROBES`] of them a period, in turn, whether their tree has a lower root.
+    fn tree_join(&mut self, topic: &str) {
+        if self.tree_in_flight.contains(topic) {
+            return;
+        }
+        let me = *self.swarm.local_peer_id();
+        let Some(tree) = self.trees.get(topic) else {
+            return;
+        };
+        if tree.parent.is_some() {
+            return;
+        }
+        let mut asks = crate::tree::candidates(tree, me, self.following(topic), |p| {
+            self.rtt.get(p).copied()
+        });
+        if tree.publisher {
+            if !asks.is_empty() {
+                let k = (self.tick % asks.len() as u64) as usize;
+                asks.rotate_left(k);
+            }
+            asks.truncate(crate::tree::PROBES);
+        }
+        self.joining.insert(topic.to_owned(), asks.into());
+        self.tree_next(topic);
+    }
+
+    /// Asks a follower much nearer than the parent for a place, if there is one.
+    fn tree_move(&mut self, topic: &str) {
+        let me = *self.swarm.local_peer_id();
+        let Some(tree) = self.trees.get(topic) else {
+            return;
+        };
+        let rtt = |p: &PeerId| self.rtt.get(p).copied();
+        let asks = crate::tree::candidates(tree, me, self.following(topic), rtt);
+        if let Some(peer) = crate::tree::nearer(tree, &asks, rtt) {
+            self.tree_ask(topic, peer, true);
+        }
+    }
+
+    fn tree_next(&mut self, topic: &str) {
+        match self.joining.get_mut(topic).and_then(|q| q.pop_front()) {
+            Some(peer) => self.tree_ask(topic, peer, false),
+            None => {
+                self.joining.remove(topic);
+            }
+        }
+    }
+
+    fn tree_ask(&mut self, topic: &str, peer: PeerId, moving: bool) {
+        let me = *self.swarm.local_peer_id();
+        let root = self
+            .trees
+            .get(topic)
+            .and_then(|t| t.root(me))
+            .map(|r| r.to_bytes())
+            .unwrap_or_default();
+        let id = self
+            .swarm
+            .behaviour_mut()
+            .fetch
+            .send_request(&peer, CoopRequest::TreeJoin(topic.to_owned(), root));
+        self.tree_asks.insert(id, (topic.to_owned(), peer, moving));
+        if moving {
+            self.tree_moving.insert(topic.to_owned());
+        } else {
+            self.tree_in_flight.insert(topic.to_owned());
+        }
+    }
+
+    /// A peer asks for a place in `topic`'s tree, or renews its own.
+    fn tree_answer(&mut self, peer: PeerId, topic: &str, root: &[u8]) -> CoopResponse {
+        let root = match root {
+            [] => None,
+            bytes => match PeerId::from_bytes(bytes) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    return CoopResponse::Refused(format!("a root that is no peer id: {e}"));
+                }
+            },
+        };
+        let (me, tick) = (*self.swarm.local_peer_id(), self.tick);
+        let Some(tree) = self.trees.get_mut(topic) else {
+            return CoopResponse::Refused("this node does not follow that site".into());
+        };
+        let known = tree.children.contains_key(&peer);
+        match tree.accept(me, peer, root, tick) {
+            Ok(path) => {
+                if !known {
+                    self.edge_up(peer);
+                }
+                CoopResponse::Joined(
+                    path.iter()
+                        .map(|p| serde_bytes::ByteBuf::from(p.to_bytes()))
+                        .collect(),
+                )
+            }
+            Err(why) => {
+                // A child this node can no longer carry goes.
+                if tree.children.remove(&peer).is_some() {
+                    self.edge_down(peer);
+                }
+                CoopResponse::Refused(why.to_string())
+            }
+        }
+    }
+
+    /// The answer to a join or renewal (`None`: the request failed).
+    fn on_tree_answer(
+        &mut self,
+        topic: String,
+        peer: PeerId,
+        moving: bool,
+        answer: Option<CoopResponse>,
+    ) {
+        if moving {
+            self.tree_moving.remove(&topic);
+        } else {
+            self.tree_in_flight.remove(&topic);
+        }
+        let path = match &answer {
+            Some(CoopResponse::Joined(path)) => {
+                let path: Result<Vec<PeerId>, _> =
+                    path.iter().map(|b| PeerId::from_bytes(b)).collect();
+                if path.is_err() {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                }
+                path.ok()
+            }
+            _ => None,
+        };
+        let me = *self.swarm.local_peer_id();
+        let Some(tree) = self.trees.get_mut(&topic) else {
+            return;
+        };
+        if moving {
+            // A move: the new place is taken, the old parent forgets this child in time.
+            let Some(old) = tree.parent.filter(|&old| old != peer) else {
+                return;
+            };
+            let was_child = tree.children.contains_key(&peer);
+            if path.is_some_and(|p| tree.joined(me, peer, p).is_ok()) {
+                self.edge_down(old);
+                if was_child {
+                    self.edge_down(peer);
+                }
+                self.edge_up(peer);
+            }
+            return;
+        }
+        let was_parent = tree.parent == Some(peer);
+        if !was_parent && tree.parent.is_some() {
+            // Attached meanwhile: this answer is stale.
+            return;
+        }
+        let was_child = tree.children.contains_key(&peer);
+        let taken = path.is_some_and(|p| tree.joined(me, peer, p).is_ok());
+        if taken {
+            if !was_parent {
+                self.joining.remove(&topic);
+                if was_child {
+                    self.edge_down(peer);
+                }
+                self.edge_up(peer);
+            }
+            return;
+        }
+        if was_parent {
+            tree.detach();
+            self.edge_down(peer);
+            self.tree_join(&topic);
+        } else {
+            self.tree_next(&topic);
+        }
+    }
+
+    /// `peer`'s last connection closed: it is no parent or child any more.
+    fn tree_gone(&mut self, peer: PeerId) {
+        let mut orphaned = Vec::new();
+        for (topic, tree) in &mut self.trees {
+            if tree.parent == Some(peer) {
+                tree.detach();
+                orphaned.push(topic.clone());
+            }
+            tree.children.remove(&peer);
+        }
+        if self.edges.remove(&peer).is_some() {
+            self.swarm
+                .behaviour_mut()
+                .gossipsub
+                .remove_explicit_peer(&peer);
+        }
+        for topic in orphaned {
+            self.tree_join(&topic);
+        }
     }
 }
 

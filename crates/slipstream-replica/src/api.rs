@@ -540,18 +540,60 @@ impl Endpoint for Resolve {
             }
         }
         // Under the view's lock, not a copy of the whole view: this is the name service's path.
-        let (replicas, version) = self.0.resolve_versioned(&logical);
-        let body = json!({
+        let (replicas, version, rules) = self.0.read_view(|v| {
+            let live = |node: &str| v.is_live(node);
+            let replicas = v.directory.resolve_among(&logical, live);
+            (replicas, v.version, rules_for(&v.directory, &logical, live))
+        });
+        let mut body = json!({
             "url": asked,
             "logical": logical,
             "replicas": replicas,
             "version": version,
         });
+        if let Some(rules) = rules {
+            body["rules"] = json!(rules);
+        }
         let mut r = head_only(req.method(), json(StatusCode::OK, &body));
         r.headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         cors(r)
     }
+}
+
+/// Patterns more specific than a wildcard at most, for [`rules_for`] to answer with it.
+pub const MAX_RESOLVE_RULES: usize = 64;
+
+/// When a wildcard `P*` decides `logical`, the whole of what decides every URL under `P`, as a
+/// replica block's entries (`crate::block`): `P*` with its stems and every more specific
+/// pattern with its list, so that a client resolves any URL under `P` by itself (its exact key,
+/// else the longest `Q*` it starts with, `*` replaced by the rest of the URL). `None` when an
+/// exact entry decides `logical` or more than [`MAX_RESOLVE_RULES`] patterns lie under `P`.
+fn rules_for(
+    directory: &crate::Directory,
+    logical: &str,
+    live: impl Fn(&str) -> bool,
+) -> Option<BTreeMap<String, Vec<String>>> {
+    let crate::directory::Decider::Prefix(prefix) = directory.decider(logical)? else {
+        return None;
+    };
+    let under: Vec<Pattern> = directory
+        .under(prefix)
+        .take(MAX_RESOLVE_RULES + 1)
+        .collect();
+    if under.len() > MAX_RESOLVE_RULES {
+        return None;
+    }
+    let mut out = BTreeMap::new();
+    out.insert(format!("{prefix}*"), directory.rule_among(prefix, &live));
+    for pattern in under {
+        let list = match &pattern {
+            Pattern::Exact(url) => directory.resolve_among(url, &live),
+            Pattern::Prefix(p) => directory.rule_among(p, &live),
+        };
+        out.entry(pattern.to_string()).or_insert(list);
+    }
+    Some(out)
 }
 
 impl Resolve {

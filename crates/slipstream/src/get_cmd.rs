@@ -142,6 +142,39 @@ struct State {
     lists: BTreeMap<String, (Vec<String>, u64)>,
     /// Site (authority) → the replica endpoints seen serving it: the resolvers to ask.
     sites: BTreeMap<String, Vec<String>>,
+    /// Site → a resolver's rules (a wildcard and every pattern under it, as a replica block's
+    /// entries) and when they expire: any URL they cover is resolved without asking.
+    #[serde(default)]
+    rules: BTreeMap<String, (BTreeMap<String, Vec<String>>, u64)>,
+}
+
+/// `logical`'s replicas by `rules` (a replica block's entries): its exact key, else the
+/// longest wildcard `P*` it starts with, each stem's `*` replaced by the rest of it. `None`
+/// when no key covers it.
+fn by_rules(rules: &BTreeMap<String, Vec<String>>, logical: &str) -> Option<Vec<String>> {
+    if let Some(list) = rules.get(logical) {
+        return Some(list.clone());
+    }
+    let (key, stems) = rules
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_suffix('*')?, v)))
+        .filter(|(prefix, _)| logical.starts_with(prefix))
+        .max_by_key(|(prefix, _)| prefix.len())?;
+    let rest = &logical[key.len()..];
+    Some(
+        stems
+            .iter()
+            .filter_map(|stem| stem.strip_suffix('*').map(|s| format!("{s}{rest}")))
+            .collect(),
+    )
+}
+
+/// The path and query of `url`, as a directory names it.
+fn logical_of(url: &str) -> String {
+    url.parse::<Uri>()
+        .ok()
+        .and_then(|u| u.path_and_query().map(|p| p.as_str().to_owned()))
+        .unwrap_or_else(|| "/".to_owned())
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
@@ -370,9 +403,11 @@ async fn fetch_all(args: Args, urls: Vec<String>) -> anyhow::Result<()> {
             tokens,
             lists: s.state.lists.clone(),
             sites: s.state.sites.clone(),
+            rules: s.state.rules.clone(),
         };
         let now_ms = unix_ms(SystemTime::now());
         out.lists.retain(|_, (_, expires)| *expires > now_ms);
+        out.rules.retain(|_, (_, expires)| *expires > now_ms);
         while out.lists.len() > MAX_LISTS {
             let oldest = out
                 .lists
@@ -651,6 +686,13 @@ async fn replicas_of(
                 return Ok((list.clone(), false));
             }
         }
+        if let Some((rules, expires)) = s.state.rules.get(&site) {
+            if *expires > now_ms {
+                if let Some(list) = by_rules(rules, &logical_of(url)) {
+                    return Ok((list, false));
+                }
+            }
+        }
         let known = s.state.sites.get(&site).cloned().unwrap_or_default();
         let order = s.policy.select().order(Instant::now());
         let mut resolvers: Vec<String> = resolver
@@ -671,8 +713,8 @@ async fn replicas_of(
     for base in &resolvers {
         lock(shared).extra += 1;
         let started = Instant::now();
-        match resolve(client, base, url).await {
-            Ok(list) => {
+        match resolve_with_rules(client, base, url).await {
+            Ok((list, rules)) => {
                 let mut s = lock(shared);
                 if s.endpoints.contains(base) {
                     let latency = started.elapsed();
@@ -680,10 +722,13 @@ async fn replicas_of(
                         .select()
                         .record(base, Outcome::Answered { latency }, Instant::now());
                 }
-                s.state.lists.insert(
-                    url.to_owned(),
-                    (list.clone(), now_ms.saturating_add(ttl.as_millis() as u64)),
-                );
+                let expires = now_ms.saturating_add(ttl.as_millis() as u64);
+                s.state
+                    .lists
+                    .insert(url.to_owned(), (list.clone(), expires));
+                if let Some(rules) = rules {
+                    s.state.rules.insert(site.clone(), (rules, expires));
+                }
                 let seen = s.state.sites.entry(site.clone()).or_default();
                 for e in list.iter().map(|r| endpoint_of(r)) {
                     if !seen.contains(&e) && seen.len() < MAX_SITE_REPLICAS {
@@ -714,6 +759,19 @@ async fn replicas_of(
 /// The replicas a cluster member at `base` names for `url` (its `/_slipstream/resolve`); none
 /// when `base` is not a cluster member (404).
 pub async fn resolve(client: &HttpClient, base: &str, url: &str) -> anyhow::Result<Vec<String>> {
+    Ok(resolve_with_rules(client, base, url).await?.0)
+}
+
+/// Entries of a resolver's rules at most (a resolver sends far fewer).
+const MAX_RULES: usize = 1024;
+
+/// [`resolve`], with the rules the member sends beside the list when a wildcard decides the
+/// URL (every URL they cover resolves without asking).
+async fn resolve_with_rules(
+    client: &HttpClient,
+    base: &str,
+    url: &str,
+) -> anyhow::Result<(Vec<String>, Option<BTreeMap<String, Vec<String>>>)> {
     let query: String = form_urlencoded::byte_serialize(url.as_bytes()).collect();
     let uri: Uri = format!("{base}/_slipstream/resolve?url={query}")
         .parse()
@@ -731,7 +789,7 @@ pub async fn resolve(client: &HttpClient, base: &str, url: &str) -> anyhow::Resu
         .to_bytes();
     if status == StatusCode::NOT_FOUND {
         // Not a cluster member: the URL is its own only replica.
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     if !status.is_success() {
         bail!(
@@ -744,14 +802,26 @@ pub async fn resolve(client: &HttpClient, base: &str, url: &str) -> anyhow::Resu
     let list = v["replicas"]
         .as_array()
         .with_context(|| format!("{uri}: no `replicas` list"))?;
-    list.iter()
+    let list = list
+        .iter()
         .map(|r| {
             r.as_str()
                 .filter(|s| s.starts_with("http://"))
                 .map(str::to_owned)
                 .with_context(|| format!("{uri}: `{r}` is not an http:// URL"))
         })
-        .collect()
+        .collect::<anyhow::Result<Vec<String>>>()?;
+    // Rules that do not read as such are ignored: the list alone still answers.
+    let rules = v
+        .get("rules")
+        .and_then(|r| serde_json::from_value::<BTreeMap<String, Vec<String>>>(r.clone()).ok())
+        .filter(|r| {
+            r.len() <= MAX_RULES
+                && r.values()
+                    .flatten()
+                    .all(|u| u.starts_with("http://") && u.len() <= 8192)
+        });
+    Ok((list, rules))
 }
 
 struct Got {
@@ -972,5 +1042,39 @@ async fn attempt(
             }),
         ),
         Err(e) => (Outcome::Broken, Err(format!("body broke: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_resolve_exact_keys_then_the_longest_wildcard() {
+        let rules: BTreeMap<String, Vec<String>> = [
+            ("/*", vec!["http://a/*", "http://b/site/*"]),
+            ("/img/*", vec!["http://c/i/*"]),
+            ("/img/logo.png", vec![]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
+        .collect();
+        assert_eq!(
+            by_rules(&rules, "/x/y?q=1"),
+            Some(vec![
+                "http://a/x/y?q=1".to_owned(),
+                "http://b/site/x/y?q=1".to_owned()
+            ])
+        );
+        assert_eq!(
+            by_rules(&rules, "/img/a.png"),
+            Some(vec!["http://c/i/a.png".to_owned()])
+        );
+        // An exact key with no replica: fetched as it is, not by the wider rule.
+        assert_eq!(by_rules(&rules, "/img/logo.png"), Some(vec![]));
+        let narrow: BTreeMap<String, Vec<String>> =
+            [("/img/*".to_owned(), vec!["http://c/*".to_owned()])].into();
+        assert_eq!(by_rules(&narrow, "/other"), None);
+        assert_eq!(logical_of("http://h:1/a/b?c"), "/a/b?c");
     }
 }

@@ -163,6 +163,22 @@ fn a_second_get_goes_straight_to_the_fastest_replica_without_resolving() {
         .any(|a| line.contains(&format!("from http://{a}/hello.txt")));
     assert!(near, "{line}");
 
+    // Another URL of the site: the resolver's rules (its `/*` and everything under it) came
+    // with the first answer, so this one is resolved without asking either.
+    let other = format!("http://{}/index.html", c.n0.addr);
+    let (ok, body, err) = get(&state, &[&other]);
+    assert!(ok, "{err}");
+    assert!(
+        body.starts_with(b"<h1>home</h1>"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let line = err
+        .lines()
+        .find(|l| l.starts_with(&other))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(!line.contains("resolved"), "{line}");
+
     // A damaged state file costs what it had learned, not the fetch.
     std::fs::write(&state, b"{ not json").unwrap();
     let (ok, body, err) = get(&state, &[&url]);

@@ -24,6 +24,9 @@
   // When the node served this page (data-served-ms, with its cost measurement on): the
   // worker reports it with the page's response time on its first hint request.
   var servedMs = (script && script.getAttribute('data-served-ms')) || null;
+  // Whether the node prefetches: its munger announces it on this script tag (any of the
+  // attributes above, or a bare data-prefetch). Without it the worker sends no hint request.
+  var prefetchAnnounced = !!(prefetchBase || hintsWait || servedMs || (script && script.hasAttribute('data-prefetch')));
   var swUrl = new URL('../sw.js', (script && script.src) || location.href).href;
   // Whether a worker answered this page's navigation: Navigation Timing's workerStart is 0
   // unless a service worker handled the request, and the page is controlled from its start.
@@ -77,10 +80,15 @@
     }
   }
   var prefetched = new Promise(function (resolve) {
+    if (!prefetchAnnounced) {
+      resolve(null);
+      return;
+    }
     function go() {
       ready.then(function (registration) {
         return ask(registration.active, {
           type: 'slipstream-prefetch',
+          announced: true,
           url: location.pathname + location.search,
           prev: previousPage(),
           demandBytes: pageBytes(),
@@ -103,7 +111,10 @@
   });
 
   window.slipstreamAgent = {
-    /** Resolves with the worker's prefetch counts once it has prefetched for this page. */
+    /**
+     * Resolves with the worker's prefetch counts once it has prefetched for this page, or with
+     * null at once when the node does not announce prefetching.
+     */
     prefetched: prefetched,
     /** Resolves once the worker is active and has this page's block (or read it itself). */
     ready: ready,

@@ -3,10 +3,14 @@
 // served at /_slipstream/sw.js; it imports ./agent/agent.mjs (/_slipstream/agent/agent.mjs),
 // which holds every decision. This file is the I/O around it: it reads the replica block of
 // each HTML page, binds each same-origin GET that has replicas (navigations and subresources
-// alike) to the best replica with a timeout, fails over to the next and finally to the plain
-// URL, sends the due probes, keeps the state in IndexedDB and answers the latency-table page.
+// alike) to the best replica with a timeout (racing the replicas while none is measured, and
+// hedging to the next one when the selector says so, within its budget), fails over to the
+// next and finally to the plain URL, sends the due probes, keeps the state in IndexedDB and
+// answers the latency-table page. The agent's own files (`/_slipstream/agent/*`, served by
+// every cluster member) come from the page's origin, or from the fastest live replica the
+// agent knows while that origin is down.
 
-import { Agent, blockText, expandBlock, logicalKey, parseBlock } from './agent/agent.mjs';
+import { AGENT_FORMAT, Agent, blockText, endpointOf, expandBlock, logicalKey, parseBlock } from './agent/agent.mjs';
 import { baseOrigin, byteAllowance, isFresh, mayPrefetch, pageReport, pageWaitLeft, PREFETCH_DEFAULTS, readHints } from './agent/prefetch.mjs';
 
 const DB_NAME = 'slipstream-agent';
@@ -29,6 +33,8 @@ const startedMs = Date.now();
 let restored = false;
 let loadError = null;
 let lastError = null;
+/** The format of a stored state dropped at start for being of another format, or null. */
+let droppedFormat = null;
 /** @type {Agent} */
 let agent = null;
 /** Changes not yet written, and when the last write was and how many there were. */
@@ -102,7 +108,10 @@ async function dbDo(mode, fn) {
 const loading = (async () => {
   try {
     const s = await dbDo('readonly', (st) => st.get(DB_KEY));
-    if (s !== undefined) {
+    if (s !== undefined && s?.format !== AGENT_FORMAT) {
+      // A state of an older format (another selector's table): dropped, the agent starts afresh.
+      droppedFormat = String(s?.format);
+    } else if (s !== undefined) {
       agent = Agent.fromJSON(s);
       restored = true;
     }
@@ -220,9 +229,15 @@ class Failure extends Error {
  * stalls beyond the configured greatest timeout after the head is recorded as a failure (the
  * page sees a network error): the project's rule, not the paper's.
  */
-async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
+async function exchange(endpoint, url, method, timeoutMs, cacheMode, cancel) {
   const ctrl = new AbortController();
   let timedOut = false;
+  // Cancelled by the caller (another replica of a race or hedge answered first): no outcome.
+  let cancelled = false;
+  cancel?.addEventListener('abort', () => {
+    cancelled = true;
+    ctrl.abort();
+  });
   const arm = (ms) =>
     setTimeout(() => {
       timedOut = true;
@@ -242,8 +257,8 @@ async function exchange(endpoint, url, method, timeoutMs, cacheMode) {
     });
   } catch (e) {
     clearTimeout(timer);
-    const outcome = timedOut ? 'timed_out' : 'connect_failed';
-    recordNow(endpoint, outcome);
+    const outcome = timedOut ? 'timed_out' : cancelled ? 'cancelled' : 'connect_failed';
+    if (outcome !== 'cancelled') recordNow(endpoint, outcome);
     throw new Failure(outcome, `${url}: ${e}`);
   }
   clearTimeout(timer);
@@ -391,30 +406,90 @@ function cacheModeFor(request) {
   return request.cache === 'no-store' || request.cache === 'reload' ? request.cache : 'no-cache';
 }
 
+/** Bound requests: how many, raced, hedged, and how many of the hedges answered first. */
+const bound = { requests: 0, raced: 0, hedged: 0, hedges_won: 0 };
+
+/**
+ * The response of the first of `plan`'s replicas to answer with a head other than a 404/410, or
+ * null when none did. The first `race()` replicas are asked at once (the selector races while
+ * nothing is measured); with one asked, the next is asked as well once `hedgeAfter` passes
+ * without a head (spending a token: `hedged`); a failure or a 404 asks the next one (fail-over,
+ * 001 §4.1). The first head wins; the others are cancelled (no outcome recorded for them).
+ */
+function fromReplicas(plan, cacheMode, now) {
+  return new Promise((resolve) => {
+    const race = Math.max(1, Math.min(agent.race(now), plan.length));
+    if (race > 1) bound.raced++;
+    let next = 0;
+    let inflight = 0;
+    let settled = false;
+    let hedgeTimer = null;
+    const cancels = [];
+    const finish = (answer) => {
+      settled = true;
+      clearTimeout(hedgeTimer);
+      resolve(answer);
+    };
+    const lost = () => {
+      // A failure ends the wait for a hedge: what follows is fail-over.
+      clearTimeout(hedgeTimer);
+      if (inflight === 0 && !start()) finish(null);
+    };
+    const start = (hedge = false) => {
+      if (next >= plan.length) return false;
+      const i = next++;
+      const c = plan[i];
+      const cancel = new AbortController();
+      cancels.push(cancel);
+      inflight++;
+      exchange(c.endpoint, c.url, 'GET', c.timeoutMs, cacheMode, cancel.signal).then(
+        ({ response, body }) => {
+          inflight--;
+          // A replica without the resource answered (it is alive), but another may have it.
+          if (settled || response.status === 404 || response.status === 410) {
+            body?.cancel().catch(() => {});
+            if (!settled) lost();
+            return;
+          }
+          if (hedge) bound.hedges_won++;
+          for (const other of cancels) if (other !== cancel) other.abort();
+          finish(new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers }));
+        },
+        () => {
+          // Recorded by exchange(); fail over to the next replica.
+          inflight--;
+          if (!settled) lost();
+        },
+      );
+      return true;
+    };
+    for (let i = 0; i < race; i++) start();
+    if (race === 1 && plan.length > 1) {
+      const after = agent.hedgeAfter(plan[0].endpoint, now);
+      if (after !== null) {
+        hedgeTimer = setTimeout(() => {
+          if (settled || next >= plan.length) return;
+          agent.hedged(plan[next].endpoint, Date.now());
+          bound.hedged++;
+          start(true);
+        }, after);
+      }
+    }
+  });
+}
+
 /** A same-origin GET: bound to a replica if it has any, the plain URL otherwise or at last. */
 async function handle(event, request, url) {
   await loading;
-  event.waitUntil(runProbes());
-  const plan = agent.plan(logicalKey(url), Date.now());
-  let answer = null;
-  for (const c of plan ?? []) {
-    try {
-      const { response, body } = await exchange(c.endpoint, c.url, 'GET', c.timeoutMs, cacheModeFor(request));
-      // A replica without the resource answered (it is alive), but another may have it.
-      if (response.status === 404 || response.status === 410) {
-        body?.cancel().catch(() => {});
-        continue;
-      }
-      answer = new Response(body, {
-        status: response.status,
-        statusText: response.statusText,
-        headers: response.headers,
-      });
-      break;
-    } catch {
-      // Recorded by exchange(); fail over to the next replica (001 §4.1).
-    }
+  const now = Date.now();
+  const plan = agent.plan(logicalKey(url), now);
+  // One user request: Decay earns part of a token for its probes and hedges.
+  if (plan !== null) {
+    agent.requested(now);
+    bound.requests++;
   }
+  event.waitUntil(runProbes());
+  let answer = plan === null ? null : await fromReplicas(plan, cacheModeFor(request), now);
   if (answer === null) answer = await fetch(request);
   if (request.mode === 'navigate' && (answer.headers.get('content-type') ?? '').includes('text/html')) {
     const copy = answer.clone();
@@ -456,7 +531,7 @@ function runProbes() {
 /** Looks at the probe schedule again when the next probe is due (at most `TICK_MAX_MS` on). */
 function schedule() {
   if (agent === null) return;
-  const next = agent.nextProbeMs();
+  const next = agent.nextProbeMs(Date.now());
   if (tick !== null) clearTimeout(tick);
   tick = null;
   if (next === null) return;
@@ -638,12 +713,63 @@ async function fromPrefetched(request) {
 self.addEventListener('install', () => self.skipWaiting());
 self.addEventListener('activate', (event) => event.waitUntil(self.clients.claim()));
 
+// ---------------------------------------------------------------------------------------------
+// The agent's own files (`/_slipstream/agent/*`: register.js, the modules, the table page),
+// which every cluster member serves: from the page's origin, or, when it cannot be reached,
+// from the live replica endpoints the agent knows, fastest first. They are served without CORS
+// headers, so only a `no-cors` request (a classic script such as register.js) can take a
+// replica's (opaque) answer; others get the origin's answer or its failure.
+
+/** Until when (Date.now()) the origin is taken for down after it failed, and the fetches it cost. */
+let originDownUntil = 0;
+const ORIGIN_DOWN_MS = 10000;
+const agentFiles = { origin: 0, replica: 0, failed: 0 };
+
+async function agentFile(request, url) {
+  await loading;
+  if (Date.now() >= originDownUntil || request.mode !== 'no-cors') {
+    try {
+      const r = await fetch(request);
+      if (r.status < 500) {
+        agentFiles.origin++;
+        originDownUntil = 0;
+        return r;
+      }
+    } catch (e) {
+      if (request.mode !== 'no-cors') {
+        agentFiles.failed++;
+        throw e;
+      }
+    }
+    originDownUntil = Date.now() + ORIGIN_DOWN_MS;
+  }
+  const now = Date.now();
+  const live = new Map(agent.selector.health(now));
+  for (const endpoint of agent.selector.order(now)) {
+    if (!live.get(endpoint)) continue;
+    try {
+      const r = await fetch(endpoint + url.pathname + url.search, { mode: 'no-cors', credentials: 'omit', cache: 'no-cache' });
+      agentFiles.replica++;
+      return r;
+    } catch {
+      // Next endpoint.
+    }
+  }
+  agentFiles.failed++;
+  return Response.error();
+}
+
 self.addEventListener('fetch', (event) => {
   const request = event.request;
   // Range requests (media) keep their headers on the plain URL; a bound request carries none.
   if (request.method !== 'GET' || request.headers.has('range')) return;
   const url = new URL(request.url);
-  if (url.origin !== self.location.origin || url.pathname.startsWith('/_slipstream/')) return;
+  if (url.origin !== self.location.origin) return;
+  if (url.pathname.startsWith('/_slipstream/agent/')) {
+    event.respondWith(agentFile(request, url));
+    return;
+  }
+  if (url.pathname.startsWith('/_slipstream/')) return;
   // A prefetched response answers the demand request; without one, as if it had never been.
   if (prefetchedAt.has(url.href)) {
     event.respondWith(fromPrefetched(request).then((r) => r ?? handle(event, request, url)));
@@ -666,6 +792,7 @@ function stateMessage() {
     started_ms: startedMs,
     now_ms: now,
     restored,
+    dropped_format: droppedFormat,
     load_error: loadError,
     last_error: lastError,
     dirty,
@@ -674,7 +801,11 @@ function stateMessage() {
     db_opens: dbOpens,
     samples_by: { ...sampled },
     blocks_learnt: { ...learnt },
+    policy: agent.policy,
     config: agent.selector.config,
+    tokens: agent.selector.tokens ? agent.selector.tokens() : null,
+    bound: { ...bound },
+    agent_files: { ...agentFiles },
     urls: agent.urlCount,
     rules: agent.ruleCount,
     table: agent.table(now),
@@ -685,6 +816,13 @@ function stateMessage() {
 self.addEventListener('message', (event) => {
   const data = event.data ?? {};
   const reply = (msg) => (event.ports[0] ?? event.source)?.postMessage(msg);
+  if (data.type === 'slipstream-prefetch' && data.announced !== true) {
+    // The page's node does not announce prefetching (its script tag names no prefetch
+    // listener, hint wait or served time): no hint request, which would only find a 404.
+    prefetchStats.skipped = 'not announced';
+    reply({ type: 'slipstream-prefetched', prefetch: { ...prefetchStats, entries: prefetchedAt.size } });
+    return;
+  }
   if (data.type === 'slipstream-prefetch' && typeof data.url === 'string' && data.url.startsWith('/')) {
     const prev = typeof data.prev === 'string' && data.prev.startsWith('/') ? data.prev : null;
     event.waitUntil(

@@ -22,120 +22,23 @@ totals and a per-second series). Defaults: --files 200 --clients 10 --zipf 0.8 -
 """
 
 import argparse
-import bisect
-import http.client
 import json
 import os
-import queue
 import random
 import re
 import shutil
-import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
-class Proc:
-    """A child process whose stdout lines are read on a thread and can be waited for."""
-
-    def __init__(self, args, name, work):
-        self.name = name
-        self.args = args
-        self.err_path = os.path.join(work, f"{name}.stderr")
-        self.p = subprocess.Popen(
-            args,
-            stdout=subprocess.PIPE,
-            stderr=open(self.err_path, "w"),
-            text=True,
-            bufsize=1,
-        )
-        self.lines = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def wait_line(self, marker, timeout=60):
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            if marker in line:
-                return line
-        tail = open(self.err_path).read()[-2000:]
-        raise RuntimeError(f"{self.name}: no line with {marker!r}\n{tail}")
-
-    def stop(self, sig=signal.SIGTERM, timeout=10):
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-            try:
-                self.p.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-
-
-def addr_of(line):
-    """The HOST:PORT of the first http(s) URL on `line`."""
-    url = next(w for w in line.split() if w.startswith("http"))
-    return url.split("://", 1)[1].rstrip("/").split("/")[0]
-
-
-def make_site(path, n, seed):
-    rng = random.Random(seed)
-    files = {}
-    for i in range(n):
-        name = f"f{i:03d}.bin"
-        body = rng.randbytes(rng.randint(1024, 100 * 1024))
-        with open(os.path.join(path, name), "wb") as f:
-            f.write(body)
-        files[name] = body
-    return files
-
-
-def zipf_cdf(n, s):
-    w = [1 / (k**s) for k in range(1, n + 1)]
-    total = sum(w)
-    acc, cdf = 0.0, []
-    for x in w:
-        acc += x / total
-        cdf.append(acc)
-    return cdf
-
-
-def coop_status(addr):
-    with urllib.request.urlopen(f"http://{addr}/_slipstream/coop", timeout=10) as r:
-        return json.load(r)
-
-
-def wait_for(what, check, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except Exception:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"timed out waiting for {what}")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from coop_lab import (  # noqa: E402
+    Proc, addr_of, classify, coop_status, log, make_site, pct, run_clients, start_node,
+    wait_for, zipf_cdf,
+)
 
 
 LOG_RE = re.compile(r'\[([^\]]+)\] "(\S+) (\S+) [^"]*" (\d{3}) (\S+)(?: "[^"]*" "([^"]*)")?')
@@ -182,24 +85,6 @@ class LogTail:
         self.poll()
 
 
-def classify(cs):
-    """(kind, detail) of a response from its Cache-Status."""
-    if "revalidated" in cs:
-        return "revalidated"
-    if "slipstream-coop; hit" in cs:
-        return "hit"
-    if "slipstream-coop; fwd=miss" in cs or "slipstream-coop; fwd=stale" in cs:
-        return "origin"
-    return "other"
-
-
-def pct(xs, q):
-    if not xs:
-        return None
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", required=True)
@@ -241,22 +126,13 @@ def main():
         key = os.path.join(work, "provider.key")
         provider = subprocess.run([a.bin, "node", "keygen", key], check=True,
                                   capture_output=True, text=True).stdout.strip()
-        common = ["node", "--listen", "127.0.0.1:0",
-                  "--set", 'proxy.allow_destinations=["127.0.0.0/8"]']
-
-        def start_node(name, extra):
-            p = Proc([a.bin] + common + extra, name, work)
-            procs.append(p)
-            addr = addr_of(p.wait_line("browser proxy on"))
-            p2p = p.wait_line("p2p: ").split("p2p: ", 1)[1].strip()
-            return addr, p2p
-
-        gw_addr, gw_p2p = start_node(
-            "gateway", ["--provider-key", key, "--role", "gateway", "--role", "manager"])
+        _, gw_addr, gw_p2p = start_node(
+            a.bin, "gateway", ["--provider-key", key, "--role", "gateway", "--role", "manager"],
+            work, procs)
         nodes = [("gateway", gw_addr)]
         for i in range(3):
-            addr, _ = start_node(f"cache{i + 1}",
-                                 ["--provider", provider, "--bootstrap", gw_p2p])
+            _, addr, _ = start_node(a.bin, f"cache{i + 1}",
+                                    ["--provider", provider, "--bootstrap", gw_p2p], work, procs)
             nodes.append((f"cache{i + 1}", addr))
         for name, addr in nodes[1:]:
             wait_for(f"{name} to see the gateway",
@@ -268,53 +144,10 @@ def main():
         rng0 = random.Random(a.seed * 1000 + 7)
         order = names[:]
         rng0.shuffle(order)  # popularity rank -> file, seeded
-        records = []  # (t, node, status, latency_ms, cache_status, name, ok)
-        rec_lock = threading.Lock()
-        errors = []
         t0 = time.monotonic()
         tail = LogTail(access_log, t0)
-        end = t0 + duration
-
-        def client(ci):
-            node_name, addr = nodes[ci % len(nodes)]
-            rng = random.Random(a.seed * 100 + ci)
-            conn = http.client.HTTPConnection(addr, timeout=30)
-            mine = []
-            try:
-                for _ in range(a.max_requests):
-                    if time.monotonic() >= end:
-                        break
-                    name = order[bisect.bisect_left(cdf, rng.random())]
-                    start = time.monotonic()
-                    try:
-                        conn.request("GET", f"http://{origin_addr}/{name}")
-                        r = conn.getresponse()
-                        body = r.read()
-                        cs = r.getheader("Cache-Status", "")
-                        status = r.status
-                        if r.getheader("Connection", "").lower() == "close":
-                            conn.close()
-                    except Exception as e:  # noqa: BLE001 - recorded, then a new connection
-                        conn.close()
-                        conn = http.client.HTTPConnection(addr, timeout=30)
-                        body, cs, status = None, f"error: {e!r}", 0
-                    done = time.monotonic()
-                    ok = status == 200 and body == files[name]
-                    mine.append((round(start - t0, 4), node_name, status,
-                                 round((done - start) * 1000, 3), cs, name, ok))
-                    time.sleep(a.think)
-            except Exception as e:  # noqa: BLE001
-                errors.append(repr(e))
-            finally:
-                conn.close()
-                with rec_lock:
-                    records.extend(mine)
-
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(a.clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=duration + 60)
+        records, errors = run_clients(nodes, origin_addr, files, order, cdf, a.seed, a.clients,
+                                      a.think, t0 + duration, t0, a.max_requests)
         time.sleep(1)  # let the origin's log catch up with the last requests
         statuses = {}
         for name, addr in nodes:
@@ -335,7 +168,6 @@ def main():
                 continue
             olog.append((seen, m.group(2), m.group(3), int(m.group(4)), m.group(6) or ""))
 
-        records.sort()
         nsec = int(duration) + 1
         series = [
             {"t": s, "requests": 0, "hits": 0, "revalidated": 0, "origin": 0, "other": 0,

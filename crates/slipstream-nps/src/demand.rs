@@ -56,7 +56,9 @@ struct Seen {
 /// agent's registration script to the head of a page, which hands the page to the Service
 /// Worker, which asks for hints once the page has loaded and the browser is idle. With a
 /// prefetch listener the script names it (`data-prefetch-base`), so that the worker's first
-/// hint request goes there as well as its later ones.
+/// hint request goes there as well as its later ones. The bare `data-prefetch` announces
+/// prefetching: an agent asks for hints only on a page that says so (a cluster member's pages
+/// register the agent without it).
 #[derive(Debug)]
 struct Munger {
     /// The script element added to the head.
@@ -86,7 +88,7 @@ impl Munger {
             .unwrap_or_default();
         Munger {
             script: format!(
-                r#"<script src="/_slipstream/agent/register.js"{base}{wait}{served} defer></script>"#
+                r#"<script src="/_slipstream/agent/register.js" data-prefetch{base}{wait}{served} defer></script>"#
             ),
         }
     }
@@ -395,11 +397,11 @@ mod tests {
     fn the_munged_script_names_the_prefetch_listener_escaped() {
         assert_eq!(
             Munger::new(None, None, None).script,
-            r#"<script src="/_slipstream/agent/register.js" defer></script>"#
+            r#"<script src="/_slipstream/agent/register.js" data-prefetch defer></script>"#
         );
         assert_eq!(
             Munger::new(Some("http://127.0.0.1:8081"), None, None).script,
-            r#"<script src="/_slipstream/agent/register.js" data-prefetch-base="http://127.0.0.1:8081" defer></script>"#
+            r#"<script src="/_slipstream/agent/register.js" data-prefetch data-prefetch-base="http://127.0.0.1:8081" defer></script>"#
         );
         assert_eq!(
             Munger::new(
@@ -411,7 +413,7 @@ mod tests {
                 Some(ServedAt(1234)),
             )
             .script,
-            r#"<script src="/_slipstream/agent/register.js" data-prefetch-base="http://127.0.0.1:8081" data-hints-wait-ms="4200" data-hints-wait-at="1790000000000" data-served-ms="1234" defer></script>"#
+            r#"<script src="/_slipstream/agent/register.js" data-prefetch data-prefetch-base="http://127.0.0.1:8081" data-hints-wait-ms="4200" data-hints-wait-at="1790000000000" data-served-ms="1234" defer></script>"#
         );
         assert_eq!(
             attribute_escaped(r#"http://x/"><script>&"#),

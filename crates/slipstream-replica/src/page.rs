@@ -545,6 +545,9 @@ fn agent_file(method: &Method, name: &str) -> Response<Body> {
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
     // The agent changes with the binary: browsers check it on every load.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Every member serves the same files: an agent whose page's origin is down takes them
+    // from another replica's origin, which CORS must allow.
+    add_cors(h);
     r
 }
 
@@ -573,6 +576,15 @@ impl Endpoint for ServiceWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_files_are_served_to_any_origin() {
+        let r = agent_file(&Method::GET, "register.js");
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
+        let missing = agent_file(&Method::GET, "nope.js");
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    }
 
     #[test]
     fn same_origin_paths_resolve_like_a_browser() {

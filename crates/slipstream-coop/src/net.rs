@@ -6,11 +6,14 @@
 //! are in [`crate::tree`]): gossipsub runs with no mesh, no gossip and no flood publishing, so
 //! it sends a message only to its *explicit peers*, which are the tree's edges. A node that
 //! publishes on a site's topic (a gateway; [`Client::lead`] makes one without a push) is a root;
-//! every other follower of the site asks its connected followers, nearest first by ping RTT,
-//! for a place ([`CoopRequest::TreeJoin`]) and takes the first attached one's
+//! every other follower of the site asks its connected followers, nearest first by the least
+//! ping RTT seen (a large push queued ahead of a ping must not move the tree), for a place ([`CoopRequest::TreeJoin`]) and takes the first attached one's
 //! ([`CoopResponse::Joined`], its path to the root; a path through the joiner is refused). A
-//! child renews its place every digest period; a parent forgets a child silent for three, and
-//! a child whose parent refuses or disconnects joins again. Explicit peers are one set for all
+//! child renews its place every digest period; a parent forgets a child silent for three; a
+//! child whose parent refuses or disconnects joins again, keeping its own subtree; a child
+//! moves under a follower at less than half its parent's RTT ([`CoopRequest::TreeLeave`] to
+//! the old one). A push under way during a move or a rejoin may miss a replica (nothing
+//! repairs it: the next push carries the newer version). Explicit peers are one set for all
 //! topics, so an edge of one site's tree also carries the other sites both ends follow
 //! (gossipsub drops the duplicates by message id). [`PushMode::Mesh`] keeps gossipsub's
 //! default random mesh (the simulator's Fig. 22 measures both).
@@ -100,6 +103,8 @@ pub enum CoopRequest {
     /// Give me a place under you in this site topic's push tree (or renew mine); the root of
     /// the tree I am in follows (a peer id's bytes; empty: I am in none).
     TreeJoin(String, #[serde(with = "serde_bytes")] Vec<u8>),
+    /// I have moved under another parent in this site topic's push tree: forget me as a child.
+    TreeLeave(String),
 }
 
 /// The answer.
@@ -818,6 +823,9 @@ pub struct EventLoop {
     fetches: HashMap<OutboundRequestId, oneshot::Sender<Result<CoopResponse, String>>>,
     dials: HashMap<PeerId, Vec<oneshot::Sender<Result<(), String>>>>,
     rtt: HashMap<PeerId, Duration>,
+    /// The least RTT each connected peer has shown: what the push tree goes by (the latest
+    /// ping rises while a large push queues ahead of it, and a tree must not move for that).
+    rtt_min: HashMap<PeerId, Duration>,
     /// The addresses each connected DHT peer says it listens on (at most
     /// [`MAX_ADDRS_PER_PEER`]), forgotten when its last connection closes.
     addrs: HashMap<PeerId, Vec<Multiaddr>>,
@@ -889,6 +897,7 @@ impl EventLoop {
             fetches: HashMap::new(),
             dials: HashMap::new(),
             rtt: HashMap::new(),
+            rtt_min: HashMap::new(),
             addrs: HashMap::new(),
             roles: None,
             served_hot: None,
@@ -1206,6 +1215,7 @@ impl EventLoop {
             }
             SwarmEvent::ConnectionClosed { peer_id, .. } if !self.swarm.is_connected(&peer_id) => {
                 self.rtt.remove(&peer_id);
+                self.rtt_min.remove(&peer_id);
                 self.tree_gone(peer_id);
                 let digest = self.digests.remove(&peer_id);
                 self.addrs.remove(&peer_id);
@@ -1283,6 +1293,8 @@ impl EventLoop {
                 ..
             }) => {
                 self.rtt.insert(peer, rtt);
+                let least = self.rtt_min.entry(peer).or_insert(rtt);
+                *least = (*least).min(rtt);
             }
             _ => {}
         }
@@ -1456,6 +1468,16 @@ impl EventLoop {
                 }
             },
             CoopRequest::TreeJoin(topic, root) => self.tree_answer(peer, &topic, &root),
+            CoopRequest::TreeLeave(topic) => {
+                if self
+                    .trees
+                    .get_mut(&topic)
+                    .is_some_and(|t| t.children.remove(&peer).is_some())
+                {
+                    self.edge_down(peer);
+                }
+                CoopResponse::Ack
+            }
             CoopRequest::Digest(bytes) => match crate::bloom::Attenuated::decode(&bytes) {
                 Ok(d) if d.depth() == self.config.digest_depth => {
                     self.digests.insert(peer, d);
@@ -1685,7 +1707,7 @@ impl EventLoop {
             return;
         }
         let mut asks = crate::tree::candidates(tree, me, self.following(topic), |p| {
-            self.rtt.get(p).copied()
+            self.rtt_min.get(p).copied()
         });
         if tree.publisher {
             if !asks.is_empty() {
@@ -1704,7 +1726,7 @@ impl EventLoop {
         let Some(tree) = self.trees.get(topic) else {
             return;
         };
-        let rtt = |p: &PeerId| self.rtt.get(p).copied();
+        let rtt = |p: &PeerId| self.rtt_min.get(p).copied();
         let asks = crate::tree::candidates(tree, me, self.following(topic), rtt);
         if let Some(peer) = crate::tree::nearer(tree, &asks, rtt) {
             self.tree_ask(topic, peer, true);
@@ -1814,6 +1836,11 @@ impl EventLoop {
             };
             let was_child = tree.children.contains_key(&peer);
             if path.is_some_and(|p| tree.joined(me, peer, p).is_ok()) {
+                // The old parent stops sending at once (else it would for three periods).
+                self.swarm
+                    .behaviour_mut()
+                    .fetch
+                    .send_request(&old, CoopRequest::TreeLeave(topic));
                 self.edge_down(old);
                 if was_child {
                     self.edge_down(peer);

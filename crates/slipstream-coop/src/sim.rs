@@ -3,21 +3,31 @@
 //!
 //! [`dissemination`] is Fig. 22: an update of one object reaches its replicas, scattered over
 //! a 1,100-node GT-ITM-like topology ([`slipstream_sim::transit`]), and we count the
-//! interdomain links its copies cross, four ways:
+//! interdomain links its copies cross, six ways:
 //!
 //! - **direct**: the gateway sends each replica its own copy (or each replica polls the
 //!   origin): no tree at all;
-//! - **gossipsub**: what `slipstream node` does. Replicas of a site share a gossipsub topic;
-//!   each keeps a mesh of about six random topic peers (libp2p's `mesh_n` 6, `mesh_n_high`
-//!   12) with no regard for where they are, and a node forwards a new message once to every
-//!   mesh peer but the one it came from. Every copy is counted, duplicates too: they cross
+//! - **gossipsub**: what `slipstream node` did before its push tree, and does with
+//!   `PushMode::Mesh`. Replicas of a site share a gossipsub topic; each keeps a mesh of about
+//!   six random topic peers (libp2p's `mesh_n` 6, `mesh_n_high` 12) with no regard for where
+//!   they are, and a node forwards a new message once to every mesh peer but the one it came
+//!   from. Every copy is counted, duplicates too: they cross
 //!   links as much as first deliveries do (`gossipsub first` counts first deliveries only:
 //!   the tree the flood happens to draw);
 //! - **tree**: a locality-aware dissemination tree, what OceanStore's tree aims at: replicas
 //!   join one by one, each under the tree member nearest to it by RTT ([`nearest_first`], the
 //!   proxies' own choice of provider);
 //! - **optimal**: the distinct interdomain links on the routes from the gateway to the
-//!   replicas, each crossed once (a multicast over the routing tree): no tree does better.
+//!   replicas, each crossed once (a multicast over the routing tree): no tree does better;
+//! - **product tree** ([`product_tree`]): what `slipstream node` now does ([`crate::tree`]),
+//!   with only what a node knows. Each replica is connected to the gateway, to the member it
+//!   copied the object from and to about [`PRODUCT_PEERS`] random other members; it joins
+//!   under the attached connected member nearest by RTT that has room
+//!   ([`crate::tree::candidates`], [`crate::tree::MAX_CHILDREN`]), and later moves under a
+//!   connected member less than half its parent's RTT away ([`crate::tree::nearer`]) until no
+//!   move is left. It draws from its own generator, so the other series are unchanged.
+//!   **product tree, LAN peers** is the same with each replica also connected to the members
+//!   of its own stub (what mDNS gives on a LAN): the rule is the same, the knowledge is not.
 //!
 //! [`flash_crowd`] is Figs. 18–19 at a scale real processes cannot reach: clients in the
 //! organisation's stub hammer one object; the manager counts their hints with the node's own
@@ -77,6 +87,11 @@ pub struct Crossings {
     pub tree: u32,
     /// The routes' distinct interdomain links.
     pub optimal: u32,
+    /// The product's push tree with what each node knows ([`product_tree`]).
+    pub product_tree: u32,
+    /// The same with each replica also connected to the members of its own stub (mDNS on a
+    /// LAN, or neighbours found by digests).
+    pub product_tree_lan: u32,
 }
 
 /// libp2p gossipsub's defaults: the mesh degree a node grafts up to, and the most it accepts.
@@ -125,6 +140,15 @@ pub fn dissemination(
     }
 
     let (gossipsub, gossipsub_first, gossipsub_messages) = flood(all, gateway, replicas, rng);
+    // Its own generator: the other series draw what they drew before it existed.
+    let mut own = StdRng::seed_from_u64(
+        u64::from(gateway) << 32
+            ^ replicas
+                .iter()
+                .fold(0u64, |h, &r| h.rotate_left(5) ^ u64::from(r)),
+    );
+    let product_tree_lan = product_tree(all, gateway, replicas, Some(topology), &mut own.clone());
+    let product_tree = product_tree(all, gateway, replicas, None, &mut own);
     Crossings {
         stubs: stubs.len() as u32,
         direct,
@@ -133,7 +157,143 @@ pub fn dissemination(
         gossipsub_messages,
         tree,
         optimal,
+        product_tree,
+        product_tree_lan,
     }
+}
+
+/// Members a replica is connected to besides the gateway and the member it copied from, about
+/// (each dials half as many, and is dialled).
+pub const PRODUCT_PEERS: usize = 20;
+
+/// The product's push tree ([`crate::tree`]) among the gateway and `replicas`, with what each
+/// node knows: its connected members only. Members arrive in a random order; each joins under
+/// the nearest attached connected member with room (one that finds none tries again after the
+/// others); then, round by round, each moves under a connected member (not its descendant)
+/// less than half its parent's RTT away, until none
+/// moves (at most 20 rounds). The interdomain crossings of one update down the tree.
+/// With `lan`, each replica is also connected to the members in its own stub.
+pub fn product_tree(
+    all: &AllPaths,
+    gateway: Node,
+    replicas: &[Node],
+    lan: Option<&Topology>,
+    rng: &mut StdRng,
+) -> u32 {
+    use crate::tree::{candidates, nearer, Tree, MAX_CHILDREN};
+    let mut nodes = vec![gateway];
+    nodes.extend_from_slice(replicas);
+    let n = nodes.len();
+    let mut order: Vec<usize> = (1..n).collect();
+    order.shuffle(rng);
+    // Connections: the gateway, the holder a replica copied from (a member already there),
+    // and random members, both ways.
+    let mut peers: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+    let link = |a: usize, b: usize, peers: &mut Vec<BTreeSet<usize>>| {
+        if a != b {
+            peers[a].insert(b);
+            peers[b].insert(a);
+        }
+    };
+    for (i, &v) in order.iter().enumerate() {
+        link(v, 0, &mut peers);
+        let from = if i == 0 {
+            0
+        } else {
+            order[rng.gen_range(0..i)]
+        };
+        link(v, from, &mut peers);
+        for _ in 0..PRODUCT_PEERS / 2 {
+            link(v, rng.gen_range(0..n), &mut peers);
+        }
+    }
+    if let Some(t) = lan {
+        for a in 0..n {
+            for b in a + 1..n {
+                let (sa, sb) = (t.stub_of(nodes[a]), t.stub_of(nodes[b]));
+                if sa.is_some() && sa == sb {
+                    link(a, b, &mut peers);
+                }
+            }
+        }
+    }
+    let rtt = |a: usize, b: usize| Some(all.rtt(nodes[a], nodes[b]));
+    let mut parent: Vec<Option<usize>> = vec![None; n];
+    let mut children = vec![0usize; n];
+    let path = |v: usize, parent: &[Option<usize>]| {
+        let mut p = Vec::new();
+        let mut at = parent[v];
+        while let Some(u) = at {
+            p.push(u);
+            at = parent[u];
+        }
+        p.reverse();
+        p
+    };
+    let view = |v: usize, parent: &[Option<usize>]| Tree {
+        publisher: v == 0,
+        parent: parent[v],
+        path: path(v, parent),
+        children: (0..n)
+            .filter(|&c| parent[c] == Some(v))
+            .map(|c| (c, 0))
+            .collect(),
+    };
+    let mut attached = vec![false; n];
+    attached[0] = true;
+    // Members arrive; one that finds every attached peer full tries again a period later
+    // (another pass), as the node does.
+    let mut waiting = order.clone();
+    while !waiting.is_empty() {
+        let before = waiting.len();
+        waiting.retain(|&v| {
+            let tree = view(v, &parent);
+            let asks = candidates(&tree, v, peers[v].iter().copied(), |&p| rtt(v, p));
+            match asks
+                .iter()
+                .find(|&&p| attached[p] && children[p] < MAX_CHILDREN)
+            {
+                Some(&p) => {
+                    parent[v] = Some(p);
+                    children[p] += 1;
+                    attached[v] = true;
+                    false
+                }
+                None => true,
+            }
+        });
+        if waiting.len() == before {
+            break;
+        }
+    }
+    for _ in 0..20 {
+        let mut moved = false;
+        for &v in &order {
+            let tree = view(v, &parent);
+            let asks: Vec<usize> = candidates(&tree, v, peers[v].iter().copied(), |&p| rtt(v, p))
+                .into_iter()
+                .filter(|&p| {
+                    attached[p] && children[p] < MAX_CHILDREN && !path(p, &parent).contains(&v)
+                })
+                .collect();
+            if let (Some(p), Some(old)) = (nearer(&tree, &asks, |&p| rtt(v, p)), parent[v]) {
+                children[old] -= 1;
+                children[p] += 1;
+                parent[v] = Some(p);
+                moved = true;
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    // A member that never found room (not seen at these sizes) is counted as a direct copy.
+    (1..n)
+        .map(|v| {
+            let from = parent[v].unwrap_or(0);
+            all.from(nodes[from]).crossings(nodes[v])
+        })
+        .sum()
 }
 
 /// A gossipsub mesh among the gateway and `replicas` and one message flooded over it from the
@@ -209,6 +369,8 @@ pub struct MeanCrossings {
     pub gossipsub_messages: f64,
     pub tree: f64,
     pub optimal: f64,
+    pub product_tree: f64,
+    pub product_tree_lan: f64,
 }
 
 /// Fig. 22: for each count in `counts`, `trials` placements of that many replicas on random
@@ -239,6 +401,8 @@ pub fn fig22(topology: &Topology, counts: &[usize], trials: u32, seed: u64) -> V
             sum.gossipsub_messages += f64::from(c.gossipsub_messages);
             sum.tree += f64::from(c.tree);
             sum.optimal += f64::from(c.optimal);
+            sum.product_tree += f64::from(c.product_tree);
+            sum.product_tree_lan += f64::from(c.product_tree_lan);
         }
         let t = f64::from(trials.max(1));
         rows.push(Fig22Row {
@@ -252,6 +416,8 @@ pub fn fig22(topology: &Topology, counts: &[usize], trials: u32, seed: u64) -> V
                 gossipsub_messages: sum.gossipsub_messages / t,
                 tree: sum.tree / t,
                 optimal: sum.optimal / t,
+                product_tree: sum.product_tree / t,
+                product_tree_lan: sum.product_tree_lan / t,
             },
         });
     }
@@ -363,6 +529,8 @@ mod tests {
             assert!(c.optimal <= c.gossipsub_first, "{c:?}");
             assert!(c.gossipsub_first <= c.gossipsub, "{c:?}");
             assert!(c.tree <= c.direct, "{c:?}");
+            assert!(c.optimal <= c.product_tree, "{c:?}");
+            assert!(c.optimal <= c.product_tree_lan, "{c:?}");
             // Every stub with a replica is entered at least once.
             assert!(c.optimal >= c.stubs, "{c:?}");
         }
@@ -375,11 +543,57 @@ mod tests {
         let stub = &t.stubs()[2];
         let mut rng = StdRng::seed_from_u64(2);
         let c = dissemination(&t, &all, stub[0], &stub[1..10], &mut rng);
-        assert_eq!((c.direct, c.tree, c.optimal, c.gossipsub), (0, 0, 0, 0));
+        assert_eq!(
+            (c.direct, c.tree, c.optimal, c.gossipsub, c.product_tree),
+            (0, 0, 0, 0, 0)
+        );
         assert_eq!(c.stubs, 0);
         // Every replica got the message: a flood over a connected mesh sends at least one
         // copy to each.
         assert!(c.gossipsub_messages >= 9);
+    }
+
+    /// Fig. 22 with the product tree, on `slipstream sim riptide`'s topology and placements
+    /// (seed 1, 20 placements): `cargo test -p slipstream-coop --release --lib
+    /// fig22_with_the_product_tree -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "the full 1,100-node figure: run by hand"]
+    fn fig22_with_the_product_tree() {
+        let t = Topology::generate(&Params::riptide(), 1).unwrap();
+        let rows = fig22(&t, &[1, 2, 5, 10, 20, 50, 100, 200, 400], 20, 1);
+        println!(
+            "replicas,stubs,direct,gossipsub,gossipsub_first,tree,product_tree,\
+             product_tree_lan,optimal"
+        );
+        for r in rows {
+            let m = r.mean;
+            println!(
+                "{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1}",
+                r.replicas,
+                m.stubs,
+                m.direct,
+                m.gossipsub,
+                m.gossipsub_first,
+                m.tree,
+                m.product_tree,
+                m.product_tree_lan,
+                m.optimal
+            );
+        }
+    }
+
+    #[test]
+    fn the_product_tree_reaches_every_replica_and_keeps_a_stub_together() {
+        let t = small();
+        let all = AllPaths::new(&t);
+        let mut rng = StdRng::seed_from_u64(5);
+        // A gateway in one stub, replicas in another: the product tree enters that stub a
+        // few times, direct copies once a replica.
+        let (a, b) = (&t.stubs()[0], &t.stubs()[3]);
+        let replicas: Vec<Node> = b[..15].to_vec();
+        let c = dissemination(&t, &all, a[0], &replicas, &mut rng);
+        assert!(c.product_tree < c.direct / 4, "{c:?}");
+        assert!(c.product_tree >= c.optimal, "{c:?}");
     }
 
     #[test]

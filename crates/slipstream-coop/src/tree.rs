@@ -9,10 +9,10 @@
 //! parent answers with its path to the root ([`Tree::accept`]); the joiner refuses a path that
 //! holds itself, so the tree has no cycle ([`Tree::joined`]). Each tick a child renews its place
 //! with its parent; a parent forgets a child not renewed within [`EXPIRE_TICKS`] ticks, and a
-//! child whose parent refuses or goes away joins again. A tree built greedily keeps edges taken
-//! while nearer members were not attached yet, so each period a child asks a follower at
-//! less than half its parent's RTT ([`nearer`]) and moves under it if accepted (no cycle: a
-//! node's descendants all carry it in their paths).
+//! child whose parent refuses or goes away joins again, keeping its own children meanwhile.
+//! A tree built greedily keeps edges taken while nearer members were not attached yet, so each
+//! period a child asks a follower at less than half its parent's RTT ([`nearer`]) and moves
+//! under it if accepted (no cycle: a node's descendants all carry it in their paths).
 //!
 //! Gossipsub, with no mesh and no gossip, sends a message only to its explicit peers: the tree's
 //! edges. An edge carries messages both ways, so a push from any member (not only the root)
@@ -112,16 +112,20 @@ impl<P: Copy + Eq + Hash + Ord> Tree<P> {
         joiner_root: Option<P>,
         tick: u64,
     ) -> Result<Vec<P>, Refusal> {
-        let Some(my_root) = self.root(me) else {
+        let known = self.children.contains_key(&joiner);
+        let my_root = self.root(me);
+        // A node that lost its parent keeps its subtree while it joins again: its children
+        // renew (their paths start at it until then); no one new joins.
+        if my_root.is_none() && !known {
             return Err(Refusal::NotAttached);
-        };
+        }
         if joiner == me || self.path.contains(&joiner) {
             return Err(Refusal::Cycle);
         }
         if self.path.len() >= MAX_DEPTH {
             return Err(Refusal::TooDeep);
         }
-        if !self.children.contains_key(&joiner) {
+        if let (false, Some(my_root)) = (known, my_root) {
             if self.children.len() >= MAX_CHILDREN {
                 return Err(Refusal::Full);
             }
@@ -172,7 +176,8 @@ impl<P: Copy + Eq + Hash + Ord> Tree<P> {
 }
 
 /// A peer worth moving under: among `candidates` (nearest first, as [`candidates`] gives
-/// them), the first that is not the parent and is less than half the parent's RTT away. A tree
+/// them), the first that is not the parent and is less than half the parent's RTT away (an
+/// ancestor will do; a descendant refuses, its path holds this node). A tree
 /// built greedily as members arrive keeps the edges it had to take while nearer members were
 /// not attached yet; this undoes them, one a period.
 pub fn nearer<P: Copy + Eq + Hash + Ord>(
@@ -185,7 +190,7 @@ pub fn nearer<P: Copy + Eq + Hash + Ord>(
     candidates
         .iter()
         .copied()
-        .filter(|c| *c != parent && !tree.path.contains(c))
+        .filter(|c| *c != parent)
         .find(|c| rtt(c).is_some_and(|r| r < limit))
 }
 
@@ -228,6 +233,19 @@ mod tests {
         loose.joined(2, 1, path).unwrap();
         assert_eq!(loose.root(2), Some(1));
         assert_eq!(loose.accept(2, 3, None, 0).unwrap(), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_node_that_lost_its_parent_keeps_its_children_but_takes_no_new_one() {
+        let mut t = Tree::<u32> {
+            parent: Some(1),
+            path: vec![1],
+            ..Tree::default()
+        };
+        t.accept(2, 3, None, 0).unwrap();
+        assert_eq!(t.detach(), Some(1));
+        assert_eq!(t.accept(2, 3, Some(1), 1), Ok(vec![2]));
+        assert_eq!(t.accept(2, 4, None, 1), Err(Refusal::NotAttached));
     }
 
     #[test]
@@ -306,9 +324,10 @@ mod tests {
             4 => ms(2),
             _ => None,
         };
-        // 1 is an ancestor, 3 not twice nearer than the parent; 4 is.
-        assert_eq!(nearer(&t, &[1, 3, 2], rtt), None);
-        assert_eq!(nearer(&t, &[1, 4, 3, 2], rtt), Some(4));
+        // 3 is not twice nearer than the parent; 4 is, and the root 1 too.
+        assert_eq!(nearer(&t, &[3, 2], rtt), None);
+        assert_eq!(nearer(&t, &[4, 3, 2], rtt), Some(4));
+        assert_eq!(nearer(&t, &[1, 4, 3, 2], rtt), Some(1));
         // A tree member joins another in its own tree (same root).
         let mut four = Tree::<u32> {
             parent: Some(1),

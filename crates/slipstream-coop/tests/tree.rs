@@ -594,3 +594,100 @@ async fn bad_tree_joins_are_refused_and_change_nothing() {
     assert!(view.children.contains(&me), "{view:?}");
     assert!(view.root);
 }
+
+/// A follower of a site that lies when a node asks it for a place in the tree.
+#[derive(libp2p::swarm::NetworkBehaviour)]
+#[behaviour(prelude = "libp2p::swarm::derive_prelude")]
+struct Liar {
+    gossipsub: libp2p::gossipsub::Behaviour,
+    fetch: libp2p::request_response::cbor::Behaviour<CoopRequest, CoopResponse>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_whose_path_holds_the_joiner_or_garbage_is_refused() {
+    use libp2p::futures::StreamExt as _;
+    use libp2p::gossipsub;
+    use libp2p::request_response::{self, Message, ProtocolSupport};
+    use libp2p::swarm::SwarmEvent;
+
+    let provider = Keypair::generate_ed25519();
+    let crossed = Arc::new(AtomicU64::new(0));
+    let n = node(&provider, 0, vec![], PushMode::Tree, crossed).await;
+    let url = "http://site.test/liar";
+    n.client
+        .hold(object(url, 1).sign(&provider).unwrap())
+        .await
+        .unwrap();
+    let topic = slipstream_coop::net::site_topic(url).unwrap();
+    let id = n.client.peer_id();
+
+    let mut liar = libp2p::SwarmBuilder::with_new_identity()
+        .with_tokio()
+        .with_other_transport(|key| {
+            MemoryTransport::default()
+                .upgrade(Version::V1)
+                .authenticate(noise::Config::new(key).expect("noise"))
+                .multiplex(yamux::Config::default())
+        })
+        .unwrap()
+        .with_behaviour(|key| Liar {
+            gossipsub: gossipsub::Behaviour::new(
+                gossipsub::MessageAuthenticity::Signed(key.clone()),
+                gossipsub::Config::default(),
+            )
+            .expect("gossipsub"),
+            fetch: request_response::cbor::Behaviour::new(
+                [(FETCH_PROTOCOL, ProtocolSupport::Full)],
+                request_response::Config::default(),
+            ),
+        })
+        .unwrap()
+        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
+        .build();
+    liar.behaviour_mut()
+        .gossipsub
+        .subscribe(&gossipsub::IdentTopic::new(topic.clone()))
+        .unwrap();
+    liar.dial(n.addr.clone()).unwrap();
+    let me = *liar.local_peer_id();
+    // Every join is answered, in turn, with a path through the joiner itself and with bytes
+    // that are no peer id.
+    let answers = Arc::new(AtomicU64::new(0));
+    let counted = answers.clone();
+    let liar_task = tokio::spawn(async move {
+        loop {
+            if let SwarmEvent::Behaviour(LiarEvent::Fetch(request_response::Event::Message {
+                message:
+                    Message::Request {
+                        request: CoopRequest::TreeJoin(t, _),
+                        channel,
+                        ..
+                    },
+                ..
+            })) = liar.select_next_some().await
+            {
+                let k = counted.fetch_add(1, Ordering::Relaxed);
+                let path = if t == topic && k.is_multiple_of(2) {
+                    vec![id.to_bytes(), me.to_bytes()]
+                } else {
+                    vec![vec![1, 2, 3]]
+                };
+                let path = path.into_iter().map(serde_bytes::ByteBuf::from).collect();
+                let _ = liar
+                    .behaviour_mut()
+                    .fetch
+                    .send_response(channel, CoopResponse::Joined(path));
+            }
+        }
+    });
+    eventually("both lies told and the garbage counted", || async {
+        (answers.load(Ordering::Relaxed) >= 4
+            && n.client.stats().malformed.load(Ordering::Relaxed) >= 1)
+            .then_some(())
+    })
+    .await;
+    let view = n.client.push_tree(url).await.unwrap();
+    assert_eq!(view.parent, None, "{view:?}");
+    assert_eq!(view.depth, 0);
+    liar_task.abort();
+}

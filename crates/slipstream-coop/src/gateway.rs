@@ -262,6 +262,11 @@ impl Gateway {
         }
         let signed = self.signer.sign(object)?;
         self.client.hold(signed).await?;
+        // The gateway is a root of its sites' push trees from the first object it holds, so
+        // that replicas join under it before its first push.
+        if let Err(e) = self.client.lead(url).await {
+            tracing::debug!(%url, error = %e, "not a push root");
+        }
         Ok(guid)
     }
 

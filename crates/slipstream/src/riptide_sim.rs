@@ -89,13 +89,13 @@ pub fn run(r: Riptide) -> anyhow::Result<()> {
 
     let rows = sim::fig22(&topology, &r.replicas, r.trials, r.seed);
     let mut csv = String::from(
-        "replicas,trials,stubs,direct,gossipsub,gossipsub_first,gossipsub_messages,tree,optimal\n",
+        "replicas,trials,stubs,direct,gossipsub,gossipsub_first,gossipsub_messages,tree,product_tree,product_tree_lan,optimal\n",
     );
     for row in &rows {
         let m = &row.mean;
         writeln!(
             csv,
-            "{},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2}",
+            "{},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2}",
             row.replicas,
             row.trials,
             m.stubs,
@@ -104,6 +104,8 @@ pub fn run(r: Riptide) -> anyhow::Result<()> {
             m.gossipsub_first,
             m.gossipsub_messages,
             m.tree,
+            m.product_tree,
+            m.product_tree_lan,
             m.optimal
         )?;
     }
@@ -127,7 +129,11 @@ pub fn run(r: Riptide) -> anyhow::Result<()> {
             line("direct (a copy per replica)", |m| m.direct),
             line("gossipsub mesh (slipstream node)", |m| m.gossipsub),
             line("gossipsub, first deliveries", |m| m.gossipsub_first),
-            line("locality-aware tree", |m| m.tree),
+            line("locality-aware tree (omniscient)", |m| m.tree),
+            line("slipstream node's push tree (its own peers)", |m| {
+                m.product_tree
+            }),
+            line("push tree, LAN peers known", |m| m.product_tree_lan),
             line("optimal (shared routes)", |m| m.optimal),
         ],
     )?;
@@ -136,14 +142,30 @@ pub fn run(r: Riptide) -> anyhow::Result<()> {
         r.trials
     );
     println!(
-        "{:>8} {:>7} {:>8} {:>10} {:>8} {:>7} {:>8}",
-        "replicas", "stubs", "direct", "gossipsub", "g.first", "tree", "optimal"
+        "{:>8} {:>7} {:>8} {:>10} {:>8} {:>7} {:>8} {:>8} {:>8}",
+        "replicas",
+        "stubs",
+        "direct",
+        "gossipsub",
+        "g.first",
+        "tree",
+        "product",
+        "p.lan",
+        "optimal"
     );
     for row in &rows {
         let m = &row.mean;
         println!(
-            "{:>8} {:>7.1} {:>8.1} {:>10.1} {:>8.1} {:>7.1} {:>8.1}",
-            row.replicas, m.stubs, m.direct, m.gossipsub, m.gossipsub_first, m.tree, m.optimal
+            "{:>8} {:>7.1} {:>8.1} {:>10.1} {:>8.1} {:>7.1} {:>8.1} {:>8.1} {:>8.1}",
+            row.replicas,
+            m.stubs,
+            m.direct,
+            m.gossipsub,
+            m.gossipsub_first,
+            m.tree,
+            m.product_tree,
+            m.product_tree_lan,
+            m.optimal
         );
     }
 

@@ -440,4 +440,26 @@ async fn a_pushed_freshness_record_renews_replicas_without_a_body_and_a_forged_o
     for n in &nodes[1..] {
         assert_eq!(*n.client.store().get(&guid).unwrap(), renewed);
     }
+
+    // A record of another provider's (its own key, its own object's GUID): not trusted here,
+    // dropped by every replica, which keeps what it holds.
+    let stranger = Keypair::generate_ed25519();
+    let theirs = object(url, &body, 1).sign(&stranger).unwrap().freshness();
+    let before: Vec<u64> = nodes[1..]
+        .iter()
+        .map(|n| n.client.stats().updates_rejected.load(Ordering::Relaxed))
+        .collect();
+    eventually("another provider's record dropped everywhere", || async {
+        let _ = nodes[0].client.push_record(&theirs).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        nodes[1..]
+            .iter()
+            .zip(&before)
+            .all(|(n, b)| n.client.stats().updates_rejected.load(Ordering::Relaxed) > *b)
+            .then_some(())
+    })
+    .await;
+    for n in &nodes[1..] {
+        assert_eq!(*n.client.store().get(&guid).unwrap(), renewed);
+    }
 }

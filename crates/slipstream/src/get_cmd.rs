@@ -570,6 +570,8 @@ async fn fetch(
             .and_then(|first| policy.select().hedge_after(first, start));
         (order, race, hedge)
     };
+    // Probes due now run beside this fetch.
+    send_probes(shared, background, client);
     let mut attempts = 0;
     let mut tried = Vec::new();
     let mut rest: &[String] = &order;
@@ -602,7 +604,10 @@ async fn fetch(
         } else {
             None
         };
-        match attempt_hedged(client, shared, endpoint, replica, hedge_to).await {
+        let tried_now = attempt_hedged(client, shared, endpoint, replica, hedge_to).await;
+        // What this attempt taught may make probes due (a replica's back-off, an exploration).
+        send_probes(shared, background, client);
+        match tried_now {
             Ok((from, got, hedged)) => {
                 return Ok(done(
                     shared, got, from, start, attempts, 1, hedged, &replicas, resolved,
@@ -848,11 +853,20 @@ fn record(
     endpoint: &str,
     outcome: Outcome,
 ) {
+    lock(shared)
+        .policy
+        .select()
+        .record(endpoint, outcome, Instant::now());
+    send_probes(shared, background, client);
+}
+
+/// Sends the probes the policy has due (recovery of replicas whose back-off ended,
+/// exploration within the budget) in the background; their outcomes are recorded as they come,
+/// and the process waits a little for them at its end (what the next run learns from).
+fn send_probes(shared: &Handle, background: &Arc<Mutex<JoinSet<()>>>, client: &HttpClient) {
     let probes = {
         let mut s = lock(shared);
-        let now = Instant::now();
-        s.policy.select().record(endpoint, outcome, now);
-        let probes = s.policy.select().probes(now);
+        let probes = s.policy.select().probes(Instant::now());
         s.extra += probes.len() as u64;
         probes
     };

@@ -298,3 +298,65 @@ fn form_urlencoded_encode(s: &str) -> String {
         })
         .collect()
 }
+
+#[test]
+fn a_replica_that_failed_is_probed_after_its_back_off_and_used_again() {
+    let site = support::site();
+    let data = tempfile::tempdir().unwrap();
+    let (g0, g1) = (free_udp_port(), free_udp_port());
+    let flags = ["--set", "cluster.publish=[\"/*\"]"];
+    let mut n0 = Member::start(site.path(), data.path(), "n0", None, None, g0, &flags);
+    let n1 = Member::start(site.path(), data.path(), "n1", Some(g0), None, g1, &flags);
+    support::wait_for_json(
+        n1.addr,
+        "/_slipstream/resolve?url=/hello.txt",
+        "two replicas",
+        |v| v["replicas"].as_array().map(Vec::len) == Some(2),
+    );
+    let state = tempfile::tempdir().unwrap();
+    let state = state.path().join("get.json");
+    let url = format!("http://{}/hello.txt", n1.addr);
+    let n0_endpoint = format!("http://{}", n0.addr);
+    let failures = |state: &Path| -> u64 {
+        let v: Value = serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
+        v["table"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["endpoint"] == n0_endpoint.as_str())
+            .map_or(0, |e| e["failures"].as_u64().unwrap())
+    };
+    let (ok, _, err) = get(&state, &[&url]);
+    assert!(ok, "{err}");
+    // n0 dies: fetches fail over to n1 until one has found n0 down.
+    n0.crash();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while failures(&state) == 0 {
+        assert!(std::time::Instant::now() < deadline, "n0 never found down");
+        let (ok, body, err) = get(&state, &[&url]);
+        assert!(ok, "{err}");
+        assert_eq!(body, b"hello, world\n");
+    }
+    // n0 comes back at its address. Once its back-off (1 s) is over, the next run probes it
+    // beside its own fetch, and the probe's answer puts it back.
+    let n0 = Member::start(
+        site.path(),
+        data.path(),
+        "n0",
+        None,
+        Some(n0.addr),
+        g0,
+        &flags,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while failures(&state) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "n0 never probed back: {}",
+            std::fs::read_to_string(&state).unwrap()
+        );
+        let (ok, _, err) = get(&state, &[&url]);
+        assert!(ok, "{err}");
+    }
+    drop(n0);
+}

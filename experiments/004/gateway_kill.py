@@ -38,6 +38,28 @@ from coop_lab import (  # noqa: E402
 )
 
 
+def fetch_once(proxy, url):
+    """One GET of `url` through the browser proxy at `proxy`: (status, Cache-Status, body)."""
+    import http.client
+    conn = http.client.HTTPConnection(proxy, timeout=30)
+    try:
+        conn.request("GET", url)
+        r = conn.getresponse()
+        return r.status, r.getheader("Cache-Status", ""), r.read()
+    except Exception as e:  # noqa: BLE001
+        return 0, f"error: {e!r}", b""
+    finally:
+        conn.close()
+
+
+def held_files(addr):
+    """The file names whose objects the node at `addr` holds."""
+    try:
+        return {o["url"].rsplit("/", 1)[-1] for o in coop_status(addr).get("objects") or []}
+    except Exception:  # noqa: BLE001
+        return set()
+
+
 def delegated_gateway(bin_, name, key, provider, work, procs, bootstrap):
     """A gateway + manager signing with its own node key under a one-hour delegation."""
     data = os.path.join(work, name)
@@ -61,7 +83,7 @@ def run(a):
     try:
         site = os.path.join(work, "site")
         os.mkdir(site)
-        files = make_site(site, a.files, a.seed)
+        files = make_site(site, a.files + a.new, a.seed)
         origin = Proc([a.bin, "serve", site, "--listen", "127.0.0.1:0",
                        "--cache-control", "max-age=300"], "origin", work)
         procs.append(origin)
@@ -83,17 +105,41 @@ def run(a):
                      lambda: len(coop_status(addr).get("peers") or []) >= 2)
         log(f"origin {origin_addr}; gateways {g1_addr} {g2_addr}; caches {caches}")
 
-        names = sorted(files)
+        # The clients' universe; the last --new files are asked for only after the kill.
+        names = sorted(files)[:a.files]
+        fresh = sorted(files)[a.files:]
         cdf = zipf_cdf(len(names), a.zipf)
         order = names[:]
         random.Random(a.seed * 1000 + 7).shuffle(order)  # popularity rank -> file
         t0 = time.monotonic()
         killed = {}
 
+        new_objects = []
+
         def killer():
             time.sleep(max(0.0, t0 + a.kill_at - time.monotonic()))
             killed["at"] = round(time.monotonic() - t0, 3)
             g1.stop(signal.SIGKILL)
+            # Objects never asked for before: a miss each through a cache node, then, once a
+            # node holds it (through the surviving gateway), a second request elsewhere.
+            for i, name in enumerate(fresh):
+                url = f"http://{origin_addr}/{name}"
+                first = fetch_once(caches[i % len(caches)][1], url)
+                cached = False
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and not cached:
+                    cached = any(name in held_files(addr) for _, addr in
+                                 [("gateway2", g2_addr)] + caches)
+                    if not cached:
+                        time.sleep(0.1)
+                second = fetch_once(caches[(i + 1) % len(caches)][1], url)
+                new_objects.append({
+                    "file": name,
+                    "first": first[1], "first_ok": first[0] == 200 and first[2] == files[name],
+                    "cached_within_10s": cached,
+                    "second": second[1],
+                    "second_ok": second[0] == 200 and second[2] == files[name],
+                })
 
         k = threading.Thread(target=killer)
         k.start()
@@ -152,7 +198,8 @@ def run(a):
             "bin": a.bin,
             "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
             "settings": {k: getattr(a, k) for k in
-                         ("files", "clients", "zipf", "think", "duration", "kill_at", "seed")},
+                         ("files", "new", "clients", "zipf", "think", "duration", "kill_at",
+                          "seed")},
             "killed_at_s": at,
             "loadavg_start": load_before,
             "loadavg_end": os.getloadavg(),
@@ -162,6 +209,7 @@ def run(a):
             "after_kill": phase(at, a.duration),
             "objects_first_asked_after_kill": len(late),
             "of_which_later_hits": len(late_hits),
+            "new_objects_after_kill": new_objects,
             "objects_held_by_node": {n: len(h) for n, h in holders.items()},
             "hot_objects": hot,
             "series": series,
@@ -174,7 +222,10 @@ def run(a):
             q = result[p]
             print(f"{a.label} {p:>15}: {q['requests']:6} requests, hit ratio {q['hit_ratio']}, "
                   f"{q['failed']} failed, p80 {q['p80_ms']} ms")
-        print(f"new objects after the kill: {len(late)}, later hits on {len(late_hits)}")
+        print(f"new objects after the kill: {len(new_objects)}, cached "
+              f"{sum(o['cached_within_10s'] for o in new_objects)}, second request a hit "
+              f"{sum('slipstream-coop; hit' in o['second'] for o in new_objects)}, wrong bodies "
+              f"{sum(not (o['first_ok'] and o['second_ok']) for o in new_objects)}")
         print(f"wrote {os.path.relpath(out, ROOT)}")
     finally:
         for p in reversed(procs):
@@ -240,6 +291,7 @@ def main():
     ap.add_argument("--duration", type=float, default=40)
     ap.add_argument("--kill-at", type=float, default=15)
     ap.add_argument("--hot", type=int, default=10, help="hot objects whose replicas are listed")
+    ap.add_argument("--new", type=int, default=20, help="files asked for only after the kill")
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--chart", nargs="+", metavar="JSON")
     ap.add_argument("--chart-out", default=os.path.join(ROOT, "docs/experiments/004-gateway-kill.svg"))

@@ -5,8 +5,7 @@ is randomised per series, with injected latency spikes and a flapping replica.
 
 Regenerate everything (docs/experiments/data/001-get/*.json, docs/experiments/001-get.svg):
 
-    CARGO_TARGET_DIR=/work/target-bench cargo build --release --locked -p slipstream && \\
-      python3 experiments/001/get-bench.py --bin /work/target-bench/release/slipstream
+    cargo build --release --locked -p slipstream && python3 experiments/001/get-bench.py
 
 (`--bin` defaults to $CARGO_TARGET_DIR/release/slipstream, else target/release/slipstream.
 Toxiproxy comes from target/tools/toxiproxy-server, installed by scripts/install-toxiproxy when
@@ -128,7 +127,8 @@ def http_get(url, timeout=10.0):
         r.read()
         c.close()
         return r.status == 200, (time.perf_counter() - t0) * 1e3
-    except OSError:
+    except (OSError, http.client.HTTPException):
+        # A body cut short by a flap (IncompleteRead) is a failed fetch like a refused one.
         return False, (time.perf_counter() - t0) * 1e3
 
 

@@ -381,6 +381,42 @@ fn signer<'a>(
     }
 }
 
+/// Writes what precedes an object's or a record's head: `magic`, the format, the provider's
+/// key, the signature and the delegation, if any.
+fn put_signer(
+    out: &mut Vec<u8>,
+    magic: &[u8; 4],
+    provider: &PublicKey,
+    signature: &[u8],
+    delegation: Option<&Delegation>,
+) {
+    out.extend_from_slice(magic);
+    out.push(FORMAT);
+    put_bytes(out, &provider.encode_protobuf());
+    put_bytes(out, signature);
+    put_delegation(out, delegation);
+}
+
+/// Reads what [`put_signer`] wrote; `not_this` says what the bytes are not when the magic
+/// differs.
+fn read_signer(
+    r: &mut Reader<'_>,
+    magic: &[u8; 4],
+    not_this: &'static str,
+) -> Result<(PublicKey, Vec<u8>, Option<Delegation>), DecodeError> {
+    if r.take("magic", 4)? != magic {
+        return Err(DecodeError::Field("magic", not_this));
+    }
+    let format = r.take("format", 1)?[0];
+    if format != FORMAT {
+        return Err(DecodeError::Format(format));
+    }
+    let provider = PublicKey::try_decode_protobuf(r.bytes("provider", 1024)?)
+        .map_err(|_| DecodeError::Field("provider", "not a public key"))?;
+    let signature = r.bytes("signature", 1024)?.to_vec();
+    Ok((provider, signature, read_delegation(r)?))
+}
+
 /// Writes an optional delegation as a length-prefixed field (empty: none).
 fn put_delegation(out: &mut Vec<u8>, d: Option<&Delegation>) {
     put_bytes(out, &d.map(Delegation::encode).unwrap_or_default());
@@ -476,11 +512,13 @@ impl SignedObject {
     /// The wire and disk form.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.object.size() as usize + 256);
-        out.extend_from_slice(MAGIC);
-        out.push(FORMAT);
-        put_bytes(&mut out, &self.provider.encode_protobuf());
-        put_bytes(&mut out, &self.signature);
-        put_delegation(&mut out, self.delegation.as_ref());
+        put_signer(
+            &mut out,
+            MAGIC,
+            &self.provider,
+            &self.signature,
+            self.delegation.as_ref(),
+        );
         self.object.encode_into(&mut out);
         out
     }
@@ -489,17 +527,8 @@ impl SignedObject {
     /// the signature is not checked here ([`SignedObject::verify`] does that).
     pub fn decode(bytes: &[u8]) -> Result<SignedObject, DecodeError> {
         let mut r = Reader { bytes, at: 0 };
-        if r.take("magic", 4)? != MAGIC {
-            return Err(DecodeError::Field("magic", "not a slipstream object"));
-        }
-        let format = r.take("format", 1)?[0];
-        if format != FORMAT {
-            return Err(DecodeError::Format(format));
-        }
-        let provider = PublicKey::try_decode_protobuf(r.bytes("provider", 1024)?)
-            .map_err(|_| DecodeError::Field("provider", "not a public key"))?;
-        let signature = r.bytes("signature", 1024)?.to_vec();
-        let delegation = read_delegation(&mut r)?;
+        let (provider, signature, delegation) =
+            read_signer(&mut r, MAGIC, "not a slipstream object")?;
         let object = Object::decode_from(&mut r)?;
         if r.at != bytes.len() {
             return Err(DecodeError::Field("object", "trailing bytes"));
@@ -597,11 +626,13 @@ impl Freshness {
     /// The wire form.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.head.size() as usize + 256);
-        out.extend_from_slice(RECORD_MAGIC);
-        out.push(FORMAT);
-        put_bytes(&mut out, &self.provider.encode_protobuf());
-        put_bytes(&mut out, &self.signature);
-        put_delegation(&mut out, self.delegation.as_ref());
+        put_signer(
+            &mut out,
+            RECORD_MAGIC,
+            &self.provider,
+            &self.signature,
+            self.delegation.as_ref(),
+        );
         self.head.encode_head_into(&mut out);
         out.extend_from_slice(&self.body_hash);
         out
@@ -610,17 +641,8 @@ impl Freshness {
     /// Reads [`Freshness::encode`]'s form; the signature is not checked here.
     pub fn decode(bytes: &[u8]) -> Result<Freshness, DecodeError> {
         let mut r = Reader { bytes, at: 0 };
-        if r.take("magic", 4)? != RECORD_MAGIC {
-            return Err(DecodeError::Field("magic", "not a freshness record"));
-        }
-        let format = r.take("format", 1)?[0];
-        if format != FORMAT {
-            return Err(DecodeError::Format(format));
-        }
-        let provider = PublicKey::try_decode_protobuf(r.bytes("provider", 1024)?)
-            .map_err(|_| DecodeError::Field("provider", "not a public key"))?;
-        let signature = r.bytes("signature", 1024)?.to_vec();
-        let delegation = read_delegation(&mut r)?;
+        let (provider, signature, delegation) =
+            read_signer(&mut r, RECORD_MAGIC, "not a freshness record")?;
         let head = Object::decode_head_from(&mut r)?;
         let mut body_hash = [0u8; 32];
         body_hash.copy_from_slice(r.take("body hash", 32)?);

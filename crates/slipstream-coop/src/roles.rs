@@ -175,21 +175,7 @@ pub async fn lookup_fresh(
                 captured_ms: None,
             });
         }
-        // Neighbours that hold it themselves (level 0); a false positive costs one request.
-        let near: Vec<PeerId> = client
-            .nearby(guid)
-            .await
-            .into_iter()
-            .filter(|(_, level)| *level == 0)
-            .map(|(p, _)| p)
-            .collect();
-        if let Some(found) = fetch_nearest(client, near, guid, None, Via::Nearby, &mut asked).await
-        {
-            return Lookup::Found(found);
-        }
-        let holders = client.find_providers(guid, 3, budget).await;
-        if let Some(found) = fetch_nearest(client, holders, guid, None, Via::Dht, &mut asked).await
-        {
+        if let Some(found) = from_peers(client, guid, budget, &mut asked).await {
             return Lookup::Found(found);
         }
     }
@@ -209,11 +195,22 @@ pub async fn lookup_stale(
     url: &str,
     budget: Duration,
 ) -> Option<Found> {
-    let guid = Guid::new(provider, url);
-    let asked = &mut Asked {
+    let mut asked = Asked {
         stale_wanted: true,
         ..Asked::default()
     };
+    from_peers(client, Guid::new(provider, url), budget, &mut asked).await
+}
+
+/// `guid` from the nearest peer that sends it as `asked` wants: the neighbours whose digests
+/// say they hold it (level 0; a false positive costs one request), then the holders the DHT
+/// names within `budget`.
+async fn from_peers(
+    client: &Client,
+    guid: Guid,
+    budget: Duration,
+    asked: &mut Asked,
+) -> Option<Found> {
     let near: Vec<PeerId> = client
         .nearby(guid)
         .await

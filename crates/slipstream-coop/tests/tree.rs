@@ -143,9 +143,9 @@ struct Node {
 
 /// The tests of this file one at a time: each runs ten nodes whose tree follows measured
 /// round-trip times, which two such tests on two cores would skew for each other.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
 }
 
 /// A node in `domain`, bootstrapped from `bootstrap`, its cross-domain bytes added to
@@ -427,7 +427,7 @@ async fn run(push: PushMode) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_crosses_between_two_domains_about_once_along_the_tree() {
-    let _serial = serial();
+    let _serial = serial().await;
     let tree = run(PushMode::Tree).await;
     let mesh = run(PushMode::Mesh).await;
     println!(
@@ -441,7 +441,7 @@ async fn a_push_crosses_between_two_domains_about_once_along_the_tree() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_parents_children_join_again_and_get_the_next_update() {
-    let _serial = serial();
+    let _serial = serial().await;
     let provider = Keypair::generate_ed25519();
     let crossed = Arc::new(AtomicU64::new(0));
     let mut nodes = two_domains(&provider, 4, PushMode::Tree, &crossed).await;
@@ -560,7 +560,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_tree_joins_are_refused_and_change_nothing() {
-    let _serial = serial();
+    let _serial = serial().await;
     let provider = Keypair::generate_ed25519();
     let crossed = Arc::new(AtomicU64::new(0));
     let gw = node(&provider, 0, vec![], PushMode::Tree, crossed.clone()).await;
@@ -618,7 +618,7 @@ struct Liar {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parent_whose_path_holds_the_joiner_or_garbage_is_refused() {
-    let _serial = serial();
+    let _serial = serial().await;
     use libp2p::futures::StreamExt as _;
     use libp2p::gossipsub;
     use libp2p::request_response::{self, Message, ProtocolSupport};

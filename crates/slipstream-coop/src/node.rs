@@ -214,6 +214,8 @@ impl CoopNode {
         serde_json::json!({
             "peer_id": self.client.peer_id().to_string(),
             "provider": self.settings.provider.to_peer_id().to_string(),
+            // A delegated gateway's delegation: until when it may sign (Unix ms).
+            "delegation_expires_ms": self.settings.delegation.as_ref().map(|d| d.expires_ms),
             "roles": roles,
             "uptime_ms": self.started.elapsed().as_millis() as u64,
             "addresses": addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
@@ -433,11 +435,27 @@ fn signer(settings: &Settings, key: &Keypair) -> Result<Option<Signer>, StartErr
             KEY_FILE
         )));
     }
+    let left_ms = d
+        .expires_ms
+        .saturating_sub(rules::unix_ms(SystemTime::now()));
+    if left_ms < DELEGATION_WARN_MS {
+        tracing::warn!(
+            "the gateway's delegation expires in {} h (at {}): what it signs is refused \
+             everywhere after that; issue a new one with `slipstream node delegate` and restart",
+            left_ms / 3_600_000,
+            httpdate::fmt_http_date(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(d.expires_ms)
+            )
+        );
+    }
     Ok(Some(Signer::Delegated {
         key: key.clone(),
         delegation: Box::new(d.clone()),
     }))
 }
+
+/// A gateway whose delegation expires sooner than this says so at start (7 days).
+pub const DELEGATION_WARN_MS: u64 = 7 * 24 * 3_600_000;
 
 /// A delegation from the provider whose key is in `provider_key` to the node `node` (its peer
 /// id, printed by `slipstream node id`), valid for `valid`, written to the new file `out`

@@ -182,6 +182,15 @@ fn a_gateway_killed_under_load_fails_no_request_and_new_objects_are_still_cached
         &second.p2p,
     ]);
     let c = cache.node.addr;
+    // A delegated gateway says until when it may sign (an hour from now here).
+    let until = status(second.node.addr)["delegation_expires_ms"]
+        .as_u64()
+        .expect("a delegated gateway's expiry");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!((now..now + 3_600_000).contains(&until), "{until} vs {now}");
     wait_for_json(c, "/_slipstream/coop", "both gateways are peers", |s| {
         s["peers"].as_array().is_some_and(|p| p.len() >= 2)
     });

@@ -81,6 +81,10 @@ pub struct Config {
     pub spread_copies: usize,
     /// Hints about one object, or fetches of one copy by peers, after which it is spread.
     pub hot_after: u32,
+    /// How pushed updates reach a site's replicas: "tree" (a tree of near peers, the default:
+    /// far fewer copies across domains, Fig. 22; a push under way while the tree moves may
+    /// miss a replica until the next push) or "mesh" (gossipsub's random mesh).
+    pub push: String,
     /// When a neighbour departs, the nodes that held objects along with it (by its last
     /// digest) make more replicas until each has this many live ones (0 or 1: never).
     pub min_replicas: usize,
@@ -114,6 +118,7 @@ impl Default for Config {
             spread_copies: 2,
             hot_after: 8,
             min_replicas: 2,
+            push: "tree".into(),
             workers: 0,
         }
     }
@@ -172,6 +177,8 @@ pub struct Settings {
     pub hot_after: u32,
     /// Live replicas re-made after a holder departs.
     pub min_replicas: usize,
+    /// How pushes travel.
+    pub push: crate::net::PushMode,
     /// Worker threads (0: one per core).
     pub workers: usize,
 }
@@ -363,6 +370,16 @@ impl Config {
         if self.monitor_period_ms == 0 {
             return Err(refuse("monitor_period_ms", "must be positive"));
         }
+        let push = match self.push.as_str() {
+            "mesh" => crate::net::PushMode::Mesh,
+            "tree" => crate::net::PushMode::Tree,
+            other => {
+                return Err(refuse(
+                    "push",
+                    format!("`{other}`: pushes travel by \"mesh\" or \"tree\""),
+                ))
+            }
+        };
         if self.lookup_budget_ms == 0 {
             return Err(refuse("lookup_budget_ms", "must be positive"));
         }
@@ -386,6 +403,7 @@ impl Config {
             spread_copies: self.spread_copies,
             hot_after: self.hot_after.max(1),
             min_replicas: self.min_replicas,
+            push,
             workers: self.workers,
         })
     }

@@ -2,7 +2,8 @@
 //! records say which nodes hold an object, request-response carries objects between nodes,
 //! gossipsub pushes updates to replicas, identify and ping tell us about peers.
 //!
-//! Pushes follow a locality-aware tree per site ([`PushMode::Tree`], the default; the decisions
+//! Pushes follow a locality-aware tree per site ([`PushMode::Tree`], the default; `[coop] push =
+//! "mesh"` for gossipsub's mesh; the decisions
 //! are in [`crate::tree`]): gossipsub runs with no mesh, no gossip and no flood publishing, so
 //! it sends a message only to its *explicit peers*, which are the tree's edges. A node that
 //! publishes on a site's topic (a gateway; [`Client::lead`] makes one without a push) is a root;

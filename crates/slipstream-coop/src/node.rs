@@ -580,6 +580,7 @@ pub async fn start(settings: Settings, access: Arc<Access>) -> Result<Arc<CoopNo
         external: settings.external.clone(),
         digests: settings.digests,
         trusted: vec![settings.provider.clone()],
+        push: settings.push,
         ..NetConfig::default()
     };
     let swarm = tcp_swarm(key, &config).map_err(|e| StartError::Net(e.to_string()))?;

@@ -24,12 +24,16 @@ impl Validators {
     }
 }
 
-/// A strong ETag from a file's length and modification time (the same recipe as nginx).
+/// A strong ETag from a file's length and modification time: nginx's recipe with the time in
+/// nanoseconds rather than seconds, so that a file rewritten within the second it was written
+/// with a body of the same length gets a new tag (RFC 9110 §8.8.3: a strong validator changes
+/// whenever the representation does; with seconds, a revalidating cache was told 304 and kept
+/// the old body).
 pub fn etag(len: u64, modified: SystemTime) -> String {
-    let secs = modified
+    let nanos = modified
         .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    format!("\"{secs:x}-{len:x}\"")
+        .map_or(0, |d| d.as_nanos());
+    format!("\"{nanos:x}-{len:x}\"")
 }
 
 /// What the preconditions say to do with a GET or HEAD.
@@ -173,6 +177,15 @@ fn members(list: &str) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_rewritten_within_a_second_with_the_same_length_gets_a_new_etag() {
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 100);
+        let later = t + std::time::Duration::from_millis(300);
+        assert_ne!(etag(12, t), etag(12, later));
+        assert_ne!(etag(12, t), etag(13, t));
+        assert_eq!(etag(12, t), etag(12, t));
+    }
     use std::time::Duration;
 
     fn v() -> Validators {

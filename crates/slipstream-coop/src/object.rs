@@ -381,6 +381,28 @@ fn signer<'a>(
     }
 }
 
+/// What an object's and a record's `verify` check: `trusted` holds the provider, the
+/// delegation (if any) verifies now, `signature` is over `head` and `body_hash` under the key
+/// that signed, and the GUID is `expected` (when given).
+fn verify_signed(
+    provider: &PublicKey,
+    delegation: Option<&Delegation>,
+    signature: &[u8],
+    head: &Object,
+    body_hash: &[u8; 32],
+    trusted: &[PublicKey],
+    expected: Option<&Guid>,
+) -> Result<(), VerifyError> {
+    let key = signer(provider, delegation, trusted)?;
+    if !key.verify(&head.signing_bytes(body_hash), signature) {
+        return Err(VerifyError::BadSignature);
+    }
+    if expected.is_some_and(|g| *g != Guid::new(provider, &head.url)) {
+        return Err(VerifyError::WrongGuid);
+    }
+    Ok(())
+}
+
 /// Writes what precedes an object's or a record's head: `magic`, the format, the provider's
 /// key, the signature and the delegation, if any.
 fn put_signer(
@@ -484,15 +506,15 @@ impl SignedObject {
         trusted: &[PublicKey],
         expected: Option<&Guid>,
     ) -> Result<(), VerifyError> {
-        let key = signer(&self.provider, self.delegation.as_ref(), trusted)?;
-        let signed = self.object.signing_bytes(&self.object.body_hash());
-        if !key.verify(&signed, &self.signature) {
-            return Err(VerifyError::BadSignature);
-        }
-        if expected.is_some_and(|g| *g != self.guid()) {
-            return Err(VerifyError::WrongGuid);
-        }
-        Ok(())
+        verify_signed(
+            &self.provider,
+            self.delegation.as_ref(),
+            &self.signature,
+            &self.object,
+            &self.object.body_hash(),
+            trusted,
+            expected,
+        )
     }
 
     /// SHA-256 over the signature and the signed object (the encoding less its header and
@@ -591,14 +613,15 @@ impl Freshness {
         trusted: &[PublicKey],
         expected: Option<&Guid>,
     ) -> Result<(), VerifyError> {
-        let key = signer(&self.provider, self.delegation.as_ref(), trusted)?;
-        if !key.verify(&self.head.signing_bytes(&self.body_hash), &self.signature) {
-            return Err(VerifyError::BadSignature);
-        }
-        if expected.is_some_and(|g| *g != self.guid()) {
-            return Err(VerifyError::WrongGuid);
-        }
-        Ok(())
+        verify_signed(
+            &self.provider,
+            self.delegation.as_ref(),
+            &self.signature,
+            &self.head,
+            &self.body_hash,
+            trusted,
+            expected,
+        )
     }
 
     /// `held` renewed by this record: the held body under the record's head and signature,

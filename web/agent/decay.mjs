@@ -49,6 +49,13 @@ export const DEFAULTS = Object.freeze({
   min_timeout_factor: 4,
   /** The greatest timeout. */
   max_timeout_ms: 60000,
+  /**
+   * How fast an estimate with no new sample returns to the long-run mean: their distance
+   * shrinks by `e^(−age/relax)`. 2 s; 0 keeps the estimate as it was sampled.
+   */
+  relax_ms: 2000,
+  /** τ of the long-run mean (a sample weighs `1 − e^(−Δt/τ)`: a few quick outliers barely move it). 60 s. */
+  long_decay_ms: 60000,
 });
 
 const DURATIONS = [
@@ -59,6 +66,8 @@ const DURATIONS = [
   'default_timeout_ms',
   'min_timeout_ms',
   'max_timeout_ms',
+  'relax_ms',
+  'long_decay_ms',
 ];
 
 /** Failures in a row are a Rust u32, saturating. */
@@ -95,6 +104,7 @@ function since(laterMs, earlierMs) {
 function checkConfig(c) {
   const percent = (v) => v > 0 && v < 100;
   if (c.decay_ms === 0) throw new ConfigError('decay', 'must be positive');
+  if (c.long_decay_ms === 0) throw new ConfigError('long_decay', 'must be positive');
   if (!(c.min_weight > 0 && c.min_weight <= 1)) throw new ConfigError('min_weight', 'must be in (0, 1]');
   if (!(c.budget >= 0 && c.budget < 1)) throw new ConfigError('budget', 'must be in [0, 1)');
   if (!(c.burst >= 0 && Number.isFinite(c.burst))) {
@@ -142,7 +152,7 @@ export function makeConfig(overrides) {
 function freshEntry(name, now) {
   return {
     name,
-    /** `{avg_ms, var_ms2, samples}` or null before the first sample. */
+    /** `{avg_ms, var_ms2, samples, long_ms}` or null before the first sample. */
     estimate: null,
     /** The last sample, or when the replica joined the set. */
     sampled_ms: now,
@@ -155,14 +165,16 @@ function freshEntry(name, now) {
   };
 }
 
-/** Sorting key: live measured by estimate, live unmeasured, failed by back-off end. */
-function rank(e, base) {
-  if (e.failures === 0) return e.estimate !== null ? [0, e.estimate.avg_ms] : [1, 0];
+/** Sorting key: live measured by current mean, live unmeasured, failed by back-off end. */
+function rank(d, e, base, now) {
+  if (e.failures === 0) {
+    return e.estimate !== null ? [0, d._relaxed(e.estimate, since(now, e.sampled_ms))] : [1, 0];
+  }
   return [2, since(e.retry_at_ms, base)];
 }
 
 /** The JSON state's format tag; `fromJSON` refuses any other. */
-export const STATE_FORMAT = 'slipstream-select/decay@1';
+export const STATE_FORMAT = 'slipstream-select/decay@2';
 
 const ENTRY_FIELDS = ['name', 'estimate', 'sampled_ms', 'failures', 'retry_at_ms', 'explored_ms'];
 
@@ -212,10 +224,31 @@ export class Decay {
     return this._entries.find((e) => e.name === name);
   }
 
-  /** `endpoint`'s estimate `{avg_ms, var_ms2, samples}`; null before its first sample or outside the set. */
+  /** `endpoint`'s estimate `{avg_ms, var_ms2, samples, long_ms}`; null before its first sample or outside the set. */
   estimate(endpoint) {
     const e = this._entry(endpoint);
     return e && e.estimate ? { ...e.estimate } : null;
+  }
+
+  /**
+   * `endpoint`'s mean as of `nowMs`: the sampled mean drawn back toward the long-run mean as
+   * its last sample ages (`relax_ms`); what the order ranks by. null before its first sample.
+   */
+  currentMs(endpoint, nowMs) {
+    finite(nowMs, 'nowMs');
+    const e = this._entry(endpoint);
+    if (!e || e.estimate === null) return null;
+    return this._relaxed(e.estimate, since(nowMs, e.sampled_ms));
+  }
+
+  /**
+   * Estimate `x`'s mean `ageMs` after its last sample: drawn down toward the long-run mean,
+   * never up (a replica that was faster of late keeps its recent estimate).
+   */
+  _relaxed(x, ageMs) {
+    const relax = this._config.relax_ms;
+    if (relax === 0 || x.avg_ms <= x.long_ms) return x.avg_ms;
+    return x.long_ms + (x.avg_ms - x.long_ms) * Math.exp(-ageMs / relax);
   }
 
   /** The tokens held for probes and hedges. */
@@ -271,7 +304,7 @@ export class Decay {
     let base = nowMs;
     for (const e of this._entries) if (e.retry_at_ms < base) base = e.retry_at_ms;
     const ranked = this._entries.map((e) => {
-      const [cls, key] = rank(e, base);
+      const [cls, key] = rank(this, e, base, nowMs);
       return { cls, key, name: e.name };
     });
     // Array.prototype.sort is stable (ES2019), as Rust's sort_by is.
@@ -297,19 +330,24 @@ export class Decay {
         const x = wholeNanos(latencyMs);
         const old = e.estimate;
         if (old === null) {
-          e.estimate = { avg_ms: x, var_ms2: 0, samples: 1 };
+          e.estimate = { avg_ms: x, var_ms2: 0, samples: 1, long_ms: x };
         } else {
           const dt = since(nowMs, e.sampled_ms);
+          const n = 1 / (old.samples + 1);
           const w = Math.min(
-            Math.max(Math.max(1 - Math.exp(-dt / this._config.decay_ms), 1 / (old.samples + 1)), this._config.min_weight),
+            Math.max(Math.max(1 - Math.exp(-dt / this._config.decay_ms), n), this._config.min_weight),
             1,
           );
-          const avg = (1 - w) * old.avg_ms + w * x;
+          // The stale mean has returned part of the way to the long-run one.
+          const base = this._relaxed(old, dt);
+          const avg = (1 - w) * base + w * x;
           const dev = x - avg;
+          const wl = 1 - Math.exp(-dt / this._config.long_decay_ms);
           e.estimate = {
             avg_ms: avg,
             var_ms2: (1 - w) * old.var_ms2 + w * dev * dev,
             samples: Math.min(old.samples + 1, Number.MAX_SAFE_INTEGER),
+            long_ms: (1 - wl) * old.long_ms + wl * x,
           };
         }
         e.sampled_ms = nowMs;
@@ -349,7 +387,7 @@ export class Decay {
 
   /**
    * The probes due at `nowMs`, each handed out once: a `recover` HEAD to every failed replica
-   * whose back-off has ended (set order; not budgeted), then, if a whole token is held, at most
+   * whose back-off has ended (set order; a token spent if one is held, sent regardless), then, if a whole token is held, at most
    * one `refresh` (exploration) HEAD to a live replica other than the order's first: unmeasured
    * ones first (set order; once each, or again after `explore_after_ms`), else the one sampled
    * longest ago, once neither its sample nor its last exploration is newer than
@@ -361,7 +399,10 @@ export class Decay {
     const out = [];
     for (const e of this._entries) {
       if (e.failures > 0 && e.retry_at_ms <= nowMs) {
-        // Handed out once; again after the next back-off if no outcome comes.
+        // Handed out once; again after the next back-off if no outcome comes. It spends a
+        // token when one is there (probes and hedges wait for the next), but is sent without
+        // one: the back-off bounds it.
+        this._tokens = Math.max(this._tokens - 1, 0);
         e.retry_at_ms = nowMs + this._backoff(Math.min(e.failures + 1, U32_MAX));
         out.push({ endpoint: e.name, kind: 'recover' });
       }
@@ -406,7 +447,8 @@ export class Decay {
     if (!entry || entry.estimate === null) return null;
     const e = entry.estimate;
     if (e.samples < 2) return null;
-    return wholeNanos(e.avg_ms + this._cHedge * Math.sqrt(e.var_ms2));
+    const avg = this._relaxed(e, since(nowMs, entry.sampled_ms));
+    return wholeNanos(avg + this._cHedge * Math.sqrt(e.var_ms2));
   }
 
   /** A user request began (not a probe, hedge or fail-over): earns `budget` of a token, at most `burst` held. */
@@ -482,13 +524,18 @@ export class Decay {
       if (typeof e.name !== 'string') throw new TypeError(`state: ${w}.name: not a string`);
       let estimate = null;
       if (e.estimate !== null) {
-        obj(e.estimate, `${w}.estimate`, ['avg_ms', 'var_ms2', 'samples']);
+        obj(e.estimate, `${w}.estimate`, ['avg_ms', 'var_ms2', 'samples', 'long_ms']);
         const samples = num(e.estimate.samples, `${w}.estimate.samples`);
         const varMs2 = num(e.estimate.var_ms2, `${w}.estimate.var_ms2`);
         if (!(Number.isSafeInteger(samples) && samples >= 1) || varMs2 < 0) {
           throw new TypeError(`state: ${w}.estimate: samples must be a whole number >= 1, var_ms2 >= 0`);
         }
-        estimate = { avg_ms: num(e.estimate.avg_ms, `${w}.estimate.avg_ms`), var_ms2: varMs2, samples };
+        estimate = {
+          avg_ms: num(e.estimate.avg_ms, `${w}.estimate.avg_ms`),
+          var_ms2: varMs2,
+          samples,
+          long_ms: num(e.estimate.long_ms, `${w}.estimate.long_ms`),
+        };
       }
       const failures = num(e.failures, `${w}.failures`);
       if (!(Number.isInteger(failures) && failures >= 0 && failures <= U32_MAX)) {

@@ -465,7 +465,9 @@ test('Decay is the default: races while nothing is measured, then hedges within 
 });
 
 test('Decay: one slow sample among quick ones does not reorder; a stale estimate is explored again', () => {
-  const a = decayAgent({ '/x': [`${A}/x`, `${B}/x`] });
+  // Relaxation off: what brings A back here is the exploration probe alone (the next test
+  // has relaxation on, the default).
+  const a = decayAgent({ '/x': [`${A}/x`, `${B}/x`] }, { relax_ms: 0 });
   for (let t = 0; t < 20; t++) a.record(A, 'answered', 100 + t, 10);
   a.record(B, 'answered', 120, 100);
   a.record(A, 'answered', 121, 300); // the outlier, 1 ms after the previous sample
@@ -481,6 +483,22 @@ test('Decay: one slow sample among quick ones does not reorder; a stale estimate
   assert.deepEqual(due.map((p) => [p.endpoint, p.kind, p.url]), [[A, 'refresh', `${A}/x`]]);
   a.record(A, 'answered', 40000, 10);
   assert.equal(a.plan('/x', 40001)[0].endpoint, A, 'A is first again after one quick sample');
+});
+
+test('Decay: after a slow spell the stale estimate relaxes to the long-run mean and A is used again without a probe', () => {
+  const a = decayAgent({ '/x': [`${A}/x`, `${B}/x`] });
+  for (let t = 0; t < 20; t++) a.record(A, 'answered', 500 * t, 10);
+  a.record(B, 'answered', 9600, 100);
+  for (let t = 1; t <= 10; t++) a.record(A, 'answered', 9500 + 100 * t, 300);
+  assert.equal(a.plan('/x', 10500)[0].endpoint, B, 'the spell moved the traffic to B');
+  // A's long-run mean barely moved (ten samples 0.1 s apart weigh 1 − e^(−0.1/60) each), so
+  // its stale estimate is back under B's within a few relax times (2 s), no probe sent.
+  let back = null;
+  for (let t = 10500; t <= 30000 && back === null; t += 100) {
+    if (a.plan('/x', t)[0].endpoint === A) back = t;
+  }
+  assert.ok(back !== null && back - 10500 <= 10000, `A first again ${back - 10500} ms after the spell`);
+  assert.deepEqual(a.dueProbes(back).filter((p) => p.endpoint === A), [], 'no probe of A was needed');
 });
 
 test('Decay: a failed endpoint is retried after a back-off doubling to its cap, and used again', () => {
@@ -530,7 +548,7 @@ test('the JSON state keeps the Decay selector; a state of the old format is refu
   a.requested(4);
   const s = JSON.parse(JSON.stringify(a));
   assert.equal(s.format, 'slipstream-agent@2');
-  assert.equal(s.selector.format, 'slipstream-select/decay@1');
+  assert.equal(s.selector.format, 'slipstream-select/decay@2');
   const b = Agent.fromJSON(s);
   assert.deepEqual(b.table(10), a.table(10));
   assert.equal(b.selector.tokens(), a.selector.tokens());

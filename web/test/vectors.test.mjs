@@ -175,6 +175,7 @@ test('the decay configuration has the Rust Config fields, defaults and checks', 
   // Field and reason as the Rust ConfigError says them (both found in decay.rs's check).
   const rust = [
     [{ decay_ms: 0 }, 'decay', 'must be positive'],
+    [{ long_decay_ms: 0 }, 'long_decay', 'must be positive'],
     [{ min_weight: 0 }, 'min_weight', 'must be in (0, 1]'],
     [{ min_weight: 1.5 }, 'min_weight', 'must be in (0, 1]'],
     [{ budget: 1 }, 'budget', 'must be in [0, 1)'],
@@ -206,6 +207,7 @@ test('the decay configuration has the Rust Config fields, defaults and checks', 
     decay_ms: 10000, min_weight: 0.1, budget: 0.02, burst: 2, explore_after_ms: 10000,
     backoff_ms: 1000, max_backoff_ms: 120000, hedge_percentile: 99, timeout_percentile: 99.9,
     default_timeout_ms: 10000, min_timeout_ms: 1000, min_timeout_factor: 4, max_timeout_ms: 60000,
+    relax_ms: 2000, long_decay_ms: 60000,
   });
 });
 
@@ -287,7 +289,7 @@ test('decay: fromJSON refuses what toJSON did not make', () => {
   s.probes(5);
   const good = s.toJSON();
   assert.equal(good.format, STATE_FORMAT);
-  assert.equal(STATE_FORMAT, 'slipstream-select/decay@1');
+  assert.equal(STATE_FORMAT, 'slipstream-select/decay@2');
   Decay.fromJSON(JSON.stringify(good));
   const bad = (f, Err = TypeError) => {
     const state = JSON.parse(JSON.stringify(good));

@@ -18,6 +18,16 @@
 //!   [`Config::min_weight`] = 0.1 one outlier moves the estimate by a tenth of its excess.
 //!   Unlike Peak-EWMA we do not jump to a peak: a peak is what pinned Refresh. The spread is
 //!   estimated the same way (`var' = (1−w)·var + w·(x − avg')²`).
+//! - **A stale estimate returns to the long-run mean.** tower's and Finagle's Peak-EWMA decay
+//!   an estimate that gets no new sample toward zero as time passes, so an endpoint left alone
+//!   after a bad spell is tried again. We decay it toward the replica's long-run mean instead
+//!   (a second estimate with τ = [`Config::long_decay`], 60 s, weighted by time alone), so a
+//!   replica that is merely slow is not retried with user requests: the distance between the
+//!   two shrinks by `e^(−age/relax)`, age the time since the last sample and
+//!   [`Config::relax`] 2 s (only downward: an estimate below the long-run mean stays). After a spike on the fastest replica, traffic returns to it a
+//!   second or two after the spike's last sample, without a probe; after a lasting slow-down,
+//!   the long-run mean rises with each retry and the retries stop. The next sample updates
+//!   the relaxed value, not the stale one.
 //! - **Bounded exploration** (the ε of bandit algorithms, spent as a budget as The Tail at
 //!   Scale spends hedges): every user request ([`Select::requested`]) earns
 //!   [`Config::budget`] (0.02) of a token, at most [`Config::burst`] held; an exploration
@@ -26,7 +36,8 @@
 //!   Extra requests are thus at most 2 % of requests plus the burst.
 //! - **Back-off** (Envoy's outlier ejection): a timeout, refused connection or broken answer
 //!   takes a replica out for [`Config::backoff`] (1 s), doubled by each further failure up to
-//!   [`Config::max_backoff`] (2 minutes); a recovery probe is due then (not budgeted: the
+//!   [`Config::max_backoff`] (2 minutes); a recovery probe is due then (it spends a token if
+//!   one is held, so that probes of every kind share the budget, and is sent without one: the
 //!   back-off bounds it), and again after the next back-off if its outcome never comes (a
 //!   probe lost with its caller must not keep a replica out for good). An answer puts it
 //!   back.
@@ -74,6 +85,12 @@ pub struct Config {
     pub min_timeout_factor: f64,
     /// The greatest timeout. 60 s.
     pub max_timeout: Duration,
+    /// How fast an estimate with no new sample returns to the long-run mean: their distance
+    /// shrinks by `e^(−age/relax)`. 2 s; zero keeps the estimate as it was sampled.
+    pub relax: Duration,
+    /// τ of the long-run mean (a sample weighs `1 − e^(−Δt/τ)`: a few quick outliers barely
+    /// move it). 60 s.
+    pub long_decay: Duration,
 }
 
 impl Default for Config {
@@ -92,6 +109,8 @@ impl Default for Config {
             min_timeout: Duration::from_secs(1),
             min_timeout_factor: 4.0,
             max_timeout: Duration::from_secs(60),
+            relax: Duration::from_secs(2),
+            long_decay: Duration::from_secs(60),
         }
     }
 }
@@ -113,6 +132,8 @@ impl Config {
         "min_timeout_ms",
         "min_timeout_factor",
         "max_timeout_ms",
+        "relax_ms",
+        "long_decay_ms",
     ];
 
     /// Sets one field by its vector and agent name ([`Config::FIELDS`]); false for an unknown
@@ -133,6 +154,8 @@ impl Config {
             "min_timeout_ms" => self.min_timeout = ms(),
             "min_timeout_factor" => self.min_timeout_factor = value,
             "max_timeout_ms" => self.max_timeout = ms(),
+            "relax_ms" => self.relax = ms(),
+            "long_decay_ms" => self.long_decay = ms(),
             _ => return false,
         }
         true
@@ -143,6 +166,9 @@ impl Config {
         let percent = |v: f64| v > 0.0 && v < 100.0;
         if self.decay.is_zero() {
             return Err(ConfigError::new("decay", "must be positive"));
+        }
+        if self.long_decay.is_zero() {
+            return Err(ConfigError::new("long_decay", "must be positive"));
         }
         if !(self.min_weight > 0.0 && self.min_weight <= 1.0) {
             return Err(ConfigError::new("min_weight", "must be in (0, 1]"));
@@ -193,6 +219,8 @@ pub struct Estimate {
     pub var_ms2: f64,
     /// Samples taken so far.
     pub samples: u64,
+    /// The long-run mean a stale estimate returns to ([`Config::long_decay`]).
+    pub long_ms: f64,
 }
 
 /// What [`Decay::export`] saves of one replica and [`Decay::import`] restores: times as ages,
@@ -213,6 +241,9 @@ pub struct Saved {
     pub failures: u32,
     /// How long after the export its back-off ends, ms.
     pub retry_in_ms: u64,
+    /// Its long-run mean, ms (absent in tables saved before it existed: the mean).
+    #[serde(default)]
+    pub long_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -269,6 +300,22 @@ impl Decay {
         self.entry(endpoint)?.estimate
     }
 
+    /// `endpoint`'s mean as of `now`: the sampled mean drawn back toward the long-run mean as
+    /// its last sample ages ([`Config::relax`]); what the order ranks by.
+    pub fn current_ms(&self, endpoint: &str, now: Instant) -> Option<f64> {
+        let e = self.entry(endpoint)?;
+        Some(self.relaxed(e.estimate?, now.saturating_duration_since(e.sampled)))
+    }
+
+    /// `x`'s mean `age` after its last sample: drawn down toward the long-run mean, never up
+    /// (a replica that was faster of late keeps its recent estimate).
+    fn relaxed(&self, x: Estimate, age: Duration) -> f64 {
+        if self.config.relax.is_zero() || x.avg_ms <= x.long_ms {
+            return x.avg_ms;
+        }
+        x.long_ms + (x.avg_ms - x.long_ms) * (-ms(age) / ms(self.config.relax)).exp()
+    }
+
     /// The tokens held for probes and hedges.
     pub fn tokens(&self) -> f64 {
         self.tokens
@@ -295,6 +342,7 @@ impl Decay {
                 age_ms: now.saturating_duration_since(e.sampled).as_millis() as u64,
                 failures: e.failures,
                 retry_in_ms: e.retry_at.saturating_duration_since(now).as_millis() as u64,
+                long_ms: e.estimate.map(|x| x.long_ms),
             })
             .collect();
         (saved, self.tokens)
@@ -318,6 +366,10 @@ impl Decay {
                         0.0
                     },
                     samples: s.samples.max(1),
+                    long_ms: s
+                        .long_ms
+                        .filter(|l| l.is_finite() && *l >= 0.0)
+                        .unwrap_or(avg),
                 });
             e.sampled = now
                 .checked_sub(Duration::from_millis(s.age_ms))
@@ -351,10 +403,10 @@ impl Decay {
     }
 }
 
-/// Sorting key: live measured by estimate, live unmeasured, failed by back-off end.
-fn rank(e: &Entry, base: Instant) -> (u8, f64) {
+/// Sorting key: live measured by current mean, live unmeasured, failed by back-off end.
+fn rank(d: &Decay, e: &Entry, base: Instant, now: Instant) -> (u8, f64) {
     match (e.failures > 0, e.estimate) {
-        (false, Some(x)) => (0, x.avg_ms),
+        (false, Some(x)) => (0, d.relaxed(x, now.saturating_duration_since(e.sampled))),
         (false, None) => (1, 0.0),
         (true, _) => (2, ms(e.retry_at.saturating_duration_since(base))),
     }
@@ -392,7 +444,7 @@ impl Select for Decay {
             .entries
             .iter()
             .map(|e| {
-                let (class, key) = rank(e, base);
+                let (class, key) = rank(self, e, base, now);
                 (class, key, e.name.as_str())
             })
             .collect();
@@ -404,34 +456,41 @@ impl Select for Decay {
     fn record(&mut self, endpoint: &str, outcome: Outcome, now: Instant) {
         let backoff = |d: &Decay, f| d.backoff(f);
         let (decay, min_weight) = (ms(self.config.decay), self.config.min_weight);
+        let long_decay = ms(self.config.long_decay);
         let Some(i) = self.entries.iter().position(|e| e.name == endpoint) else {
             return;
         };
         match outcome {
             Outcome::Answered { latency } => {
-                let e = &mut self.entries[i];
                 let x = latency.as_nanos() as f64 / 1e6;
-                e.estimate = Some(match e.estimate {
+                let (old, sampled) = (self.entries[i].estimate, self.entries[i].sampled);
+                let age = now.saturating_duration_since(sampled);
+                let estimate = match old {
                     None => Estimate {
                         avg_ms: x,
                         var_ms2: 0.0,
                         samples: 1,
+                        long_ms: x,
                     },
                     Some(old) => {
-                        let dt = ms(now.saturating_duration_since(e.sampled));
-                        let w = (1.0 - (-dt / decay).exp())
-                            .max(1.0 / (old.samples as f64 + 1.0))
-                            .max(min_weight)
-                            .min(1.0);
-                        let avg_ms = (1.0 - w) * old.avg_ms + w * x;
+                        let dt = ms(age);
+                        let n = 1.0 / (old.samples as f64 + 1.0);
+                        let w = (1.0 - (-dt / decay).exp()).max(n).max(min_weight).min(1.0);
+                        // The stale mean has returned part of the way to the long-run one.
+                        let base = self.relaxed(old, age);
+                        let avg_ms = (1.0 - w) * base + w * x;
                         let dev = x - avg_ms;
+                        let wl = 1.0 - (-dt / long_decay).exp();
                         Estimate {
                             avg_ms,
                             var_ms2: (1.0 - w) * old.var_ms2 + w * dev * dev,
                             samples: old.samples.saturating_add(1),
+                            long_ms: (1.0 - wl) * old.long_ms + wl * x,
                         }
                     }
-                });
+                };
+                let e = &mut self.entries[i];
+                e.estimate = Some(estimate);
                 e.sampled = now;
                 e.failures = 0;
             }
@@ -466,6 +525,9 @@ impl Select for Decay {
             if failures > 0 && due {
                 // Handed out once; again after the next back-off if no outcome comes.
                 let next = now + self.backoff(failures.saturating_add(1));
+                // It spends a token when one is there (probes and hedges wait for the next),
+                // but is sent without one: the back-off bounds it.
+                self.tokens = (self.tokens - 1.0).max(0.0);
                 let e = &mut self.entries[i];
                 e.retry_at = next;
                 out.push(Probe {
@@ -506,15 +568,17 @@ impl Select for Decay {
         out
     }
 
-    fn hedge_after(&self, endpoint: &str, _now: Instant) -> Option<Duration> {
+    fn hedge_after(&self, endpoint: &str, now: Instant) -> Option<Duration> {
         if self.tokens < 1.0 {
             return None;
         }
-        let e = self.entry(endpoint)?.estimate?;
+        let entry = self.entry(endpoint)?;
+        let e = entry.estimate?;
         if e.samples < 2 {
             return None;
         }
-        let t = e.avg_ms + self.c_hedge * e.var_ms2.sqrt();
+        let avg = self.relaxed(e, now.saturating_duration_since(entry.sampled));
+        let t = avg + self.c_hedge * e.var_ms2.sqrt();
         Some(Duration::from_nanos((t * 1e6).round() as u64))
     }
 
@@ -568,7 +632,12 @@ mod tests {
     #[test]
     fn one_outlier_does_not_move_traffic_and_a_stale_estimate_is_explored_and_forgotten() {
         let t0 = Instant::now();
-        let mut d = Decay::new(&names(&["fast", "mid"]), Config::default(), t0).unwrap();
+        // Relaxation off: exploration alone brings "fast" back here.
+        let config = Config {
+            relax: Duration::ZERO,
+            ..Config::default()
+        };
+        let mut d = Decay::new(&names(&["fast", "mid"]), config, t0).unwrap();
         let mut t = t0;
         for _ in 0..20 {
             d.record("fast", answered(90), t);
@@ -605,6 +674,48 @@ mod tests {
             );
         }
         assert_eq!(explored, 2);
+    }
+
+    #[test]
+    fn after_a_spike_traffic_returns_without_a_probe_and_a_lasting_slow_down_is_left_alone() {
+        let t0 = Instant::now();
+        let mut d = Decay::new(&names(&["fast", "mid"]), Config::default(), t0).unwrap();
+        let mut t = t0;
+        for _ in 0..40 {
+            d.record("fast", answered(20), t);
+            d.record("mid", answered(60), t);
+            t += Duration::from_millis(250);
+        }
+        // A spike: three answers of 500 ms in a row.
+        for _ in 0..3 {
+            d.record("fast", answered(500), t);
+            t += Duration::from_millis(100);
+        }
+        assert_eq!(d.order(t)[0], "mid");
+        let spike_end = t;
+        while d.order(t)[0] != "fast" {
+            t += Duration::from_millis(50);
+            d.record("mid", answered(60), t);
+        }
+        let back = t.duration_since(spike_end);
+        assert!(back <= Duration::from_secs(5), "back after {back:?}");
+        // Now "fast" stays slow: each user request it gets answers in 500 ms; a few such
+        // requests raise its long-run mean above mid's and it is left alone.
+        let mut tried = 0;
+        for _ in 0..1200 {
+            t += Duration::from_millis(50);
+            if d.order(t)[0] == "fast" {
+                tried += 1;
+                d.record("fast", answered(500), t);
+            } else {
+                d.record("mid", answered(60), t);
+            }
+        }
+        assert!(
+            (1..=4).contains(&tried),
+            "{tried} slow requests in a minute"
+        );
+        assert!(d.estimate("fast").unwrap().long_ms > 60.0);
     }
 
     #[test]

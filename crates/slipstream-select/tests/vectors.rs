@@ -112,7 +112,8 @@ impl Policy {
         }
     }
 
-    /// Whether `endpoint`'s estimate is `want` (`null`: none yet); the fields each policy has.
+    /// Whether `endpoint`'s estimate is `want` (`null`: none yet); the fields each policy has,
+    /// the last one optional (Refresh's `score_ms`, Decay's `long_ms`).
     fn estimate_is(&self, endpoint: &str, want: &Value) -> Result<(), String> {
         let (got, score, fields): (_, _, &[&str]) = match self {
             Policy::Refresh(s) => (
@@ -124,10 +125,11 @@ impl Policy {
             Policy::Decay(s) => (
                 s.estimate(endpoint)
                     .map(|e| (e.avg_ms, e.var_ms2, e.samples)),
-                None,
-                &["avg_ms", "var_ms2", "samples"],
+                s.estimate(endpoint).map(|e| e.long_ms),
+                &["avg_ms", "var_ms2", "samples", "long_ms"],
             ),
         };
+        let optional = fields[3];
         let ok = match (got, want) {
             (None, Value::Null) => true,
             (Some((avg, var, n)), Value::Object(w)) => {
@@ -136,7 +138,7 @@ impl Policy {
                     && field("avg_ms").is_some_and(|x| close(avg, x))
                     && field("var_ms2").is_some_and(|x| close(var, x))
                     && field("samples").is_some_and(|x| n as f64 == x)
-                    && w.get("score_ms").is_none_or(|x| {
+                    && w.get(optional).is_none_or(|x| {
                         x.as_f64()
                             .is_some_and(|x| close(score.unwrap_or(f64::NAN), x))
                     })
@@ -146,7 +148,7 @@ impl Policy {
         if ok {
             Ok(())
         } else {
-            let score = score.map_or(String::new(), |x| format!(" score {x:?}"));
+            let score = score.map_or(String::new(), |x| format!(" {optional} {x:?}"));
             Err(format!(
                 "estimate of {endpoint}: {got:?}{score}, want {want}"
             ))

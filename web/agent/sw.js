@@ -335,10 +335,19 @@ const sampled = { timing: 0, wall: 0 };
 const ENTRY_WAIT_MS = 1000;
 /** Callbacks waiting for Resource Timing entries, by URL. */
 const entryWaiters = new Map();
+/**
+ * Resource Timing entries added to the buffer since it was last emptied, as the observer counts
+ * them; null without an observer (then the buffer is listed to count them). Listing the buffer
+ * for every sample would build hundreds of entry objects each time.
+ */
+let entriesBuffered = null;
 try {
   new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) for (const fn of [...(entryWaiters.get(e.name) ?? [])]) fn(e);
+    const entries = list.getEntries();
+    entriesBuffered += entries.length;
+    for (const e of entries) for (const fn of [...(entryWaiters.get(e.name) ?? [])]) fn(e);
   }).observe({ type: 'resource' });
+  entriesBuffered = 0;
 } catch {
   // No observer: the entry is looked for once, then the wall clock is the sample.
 }
@@ -388,7 +397,11 @@ function awaitEntry(url, t0) {
  */
 function recordAnswered(endpoint, url, t0, headMs) {
   return awaitEntry(url, t0).then((e) => {
-    if (performance.getEntriesByType('resource').length >= TIMING_BUFFER * 0.8) performance.clearResourceTimings();
+    const buffered = entriesBuffered ?? performance.getEntriesByType('resource').length;
+    if (buffered >= TIMING_BUFFER * 0.8) {
+      performance.clearResourceTimings();
+      if (entriesBuffered !== null) entriesBuffered = 0;
+    }
     let latency = headMs;
     if (e !== null) {
       const connect = e.connectEnd > e.connectStart ? e.connectEnd - e.connectStart : 0;
@@ -480,16 +493,21 @@ function fromReplicas(plan, cacheMode, now) {
 
 /** A same-origin GET: bound to a replica if it has any, the plain URL otherwise or at last. */
 async function handle(event, request, url) {
-  await loading;
+  // Nothing is awaited before the exchange starts once the state is loaded (every request but
+  // those of the worker's first moments).
+  if (agent === null) await loading;
   const now = Date.now();
   const plan = agent.plan(logicalKey(url), now);
-  // One user request: Decay earns part of a token for its probes and hedges.
+  // One user request: Decay earns part of a token for its probes and hedges (before `race` and
+  // `hedgeAfter` spend them).
   if (plan !== null) {
     agent.requested(now);
     bound.requests++;
   }
+  const replicas = plan === null ? null : fromReplicas(plan, cacheModeFor(request), now);
+  // The due probes go out after the request, not before it.
   event.waitUntil(runProbes());
-  let answer = plan === null ? null : await fromReplicas(plan, cacheModeFor(request), now);
+  let answer = replicas === null ? null : await replicas;
   if (answer === null) answer = await fetch(request);
   if (request.mode === 'navigate' && (answer.headers.get('content-type') ?? '').includes('text/html')) {
     const copy = answer.clone();

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Issue 42 item 5, the `slipstream get` arms: one-shot `get` and `get -i` sessions against
 single, random, Refresh and optimal on an emulated WAN triangle (Toxiproxy) whose latency order
-is randomised per series, with injected latency spikes and a flapping replica.
+is randomised per series, with injected latency outliers and a flapping replica.
 
 Regenerate everything (docs/experiments/data/001-get/*.json, docs/experiments/001-get.svg):
 
     cargo build --release --locked -p slipstream && python3 experiments/001/get-bench.py
+    python3 experiments/001/get-bench.py --outliers brownout
 
 (`--bin` defaults to $CARGO_TARGET_DIR/release/slipstream, else target/release/slipstream.
 Toxiproxy comes from target/tools/toxiproxy-server, installed by scripts/install-toxiproxy when
@@ -16,8 +17,9 @@ Set-up per series (seed s): three `slipstream serve` cluster members on loopback
 same 50-file site (2-50 KB), each published (`cluster.publish=["/*"]`) and advertised through
 its own Toxiproxy proxy, so every replica URL a client sees crosses the emulated WAN. Each
 proxy has a downstream latency toxic (20, 60, 120 ms with 10 % jitter, assigned to the members
-in a seeded random order); every 4-9 s the fastest gets a 300-500 ms spike for 1-2 s; one
-seeded member flaps (its proxy disabled for 3 s every 10 s). The URLs (Zipf over the files,
+in a seeded random order); outliers on the fastest: with `--outliers short` (the default)
+every 5-15 s it gets +300-500 ms for 0.15-0.3 s (about 2 % of the time), with
+`--outliers brownout` every 4-9 s for 1-2 s (about 18 % of the time); one seeded member flaps (its proxy disabled for 3 s every 10 s). The URLs (Zipf over the files,
 seeded) are the origin member n0's (through its proxy). Arms, order rotated per URL:
 decay (`get`, its own state file), refresh (`get --policy refresh`), single (plain GET of the
 mid-latency replica), random (plain GET of a random replica), optimal (plain GETs of all three
@@ -50,6 +52,9 @@ TOKEN = "bench-token-0123456789abcdef"
 LATENCIES = [20, 60, 120]
 ARMS = ["decay", "refresh", "single", "random", "optimal"]
 UA = "bench-plain"
+# Outlier schemes on the fastest member: (gap between outliers s, their length s), both drawn
+# uniformly; the extra latency is 300-500 ms in both.
+OUTLIERS = {"short": ((5, 15), (0.15, 0.3)), "brownout": ((4, 9), (1, 2))}
 
 
 def free_port(kind=socket.SOCK_STREAM):
@@ -83,7 +88,9 @@ class Toxiproxy:
                     raise RuntimeError("toxiproxy did not start")
                 time.sleep(0.05)
 
-    def call(self, method, path, body=None):
+    def call(self, method, path, body=None, tolerate=()):
+        """One API call; statuses in `tolerate` (a retried call whose first try did reach the
+        server: 404 for a DELETE, 409 for a POST) count as done."""
         with self.lock:
             c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
             data = None if body is None else json.dumps(body).encode()
@@ -91,6 +98,8 @@ class Toxiproxy:
             r = c.getresponse()
             text = r.read()
             c.close()
+            if r.status in tolerate:
+                return None
             if r.status >= 300:
                 raise RuntimeError(f"toxiproxy {method} {path}: {r.status} {text!r}")
             return json.loads(text) if text else None
@@ -238,10 +247,12 @@ def parse_get(stderr):
 class Weather(threading.Thread):
     """The spikes on the fastest and the flapping member, on a seeded timeline."""
 
-    def __init__(self, tox, names, fastest, flapper, rng):
+    def __init__(self, tox, names, fastest, flapper, rng, outliers):
         super().__init__(daemon=True)
         self.tox, self.names, self.fastest, self.flapper = tox, names, fastest, flapper
         self.rng = rng
+        self.gap, self.length = OUTLIERS[outliers]
+        self.spiked_s = 0.0
         self.stop = threading.Event()
         self.events = []
         self.t0 = time.time()
@@ -250,25 +261,34 @@ class Weather(threading.Thread):
         self.events.append([round(time.time() - self.t0, 3), what])
 
     def run(self):
-        next_spike = self.rng.uniform(4, 9)
+        next_spike = self.rng.uniform(*self.gap)
         next_flap = self.rng.uniform(0, 10)
         spike_end = flap_end = None
         while not self.stop.is_set():
             t = time.time() - self.t0
+            # The spike and the flap each in their own try: a call that fails (a timeout on a
+            # busy machine) is retried on the next tick and must not stop the other.
             try:
                 if spike_end is None and t >= next_spike:
                     ms = self.rng.randint(300, 500)
-                    dur = self.rng.uniform(1, 2)
+                    dur = self.rng.uniform(*self.length)
                     self.tox.call("POST", f"/proxies/{self.names[self.fastest]}/toxics", {
                         "name": "spike", "type": "latency", "stream": "downstream",
-                        "toxicity": 1, "attributes": {"latency": ms, "jitter": 0}})
+                        "toxicity": 1, "attributes": {"latency": ms, "jitter": 0}},
+                        tolerate=(409,))
                     self.note(f"spike {self.names[self.fastest]} +{ms} ms for {dur:.1f} s")
                     spike_end = t + dur
+                    spike_start = t
                 elif spike_end is not None and t >= spike_end:
-                    self.tox.call("DELETE", f"/proxies/{self.names[self.fastest]}/toxics/spike")
+                    self.tox.call("DELETE", f"/proxies/{self.names[self.fastest]}/toxics/spike",
+                                  tolerate=(404,))
                     self.note("spike end")
+                    self.spiked_s += t - spike_start
                     spike_end = None
-                    next_spike = t + self.rng.uniform(4, 9)
+                    next_spike = t + self.rng.uniform(*self.gap)
+            except Exception as e:  # noqa: BLE001 - keep the weather going
+                self.note(f"error {e}")
+            try:
                 if flap_end is None and t >= next_flap:
                     self.tox.call("POST", f"/proxies/{self.names[self.flapper]}",
                                   {"enabled": False})
@@ -282,7 +302,7 @@ class Weather(threading.Thread):
                     next_flap = next_flap + 10
             except Exception as e:  # noqa: BLE001 - keep the weather going
                 self.note(f"error {e}")
-            self.stop.wait(0.02)
+            self.stop.wait(0.005 if spike_end is not None else 0.02)
         # Calm: no spike, everything up.
         try:
             self.tox.call("DELETE", f"/proxies/{self.names[self.fastest]}/toxics/spike")
@@ -376,12 +396,17 @@ def run_series(args, series, workdir, procs):
         return urng.choices(zipf, weights)[0]
 
     accesslogs = AccessLogs(logs)
-    state = {m: {a: os.path.join(root, f"{a}-{m}.json") for a in ("decay",)} for m in ("oneshot", "sessions")}
+    # One state file for both modes, as one user's cache directory holds one: it starts empty
+    # with the series (the first one-shot fetches meet the replicas), and the sessions, which
+    # run after the one-shot fetches, start from what those learnt.
+    state = os.path.join(root, "decay-get.json")
     arng = random.Random(seed * 13)
-    weather = Weather(tox, names, fastest, flapper, random.Random(seed * 17))
+    weather = Weather(tox, names, fastest, flapper, random.Random(seed * 17), args.outliers)
     weather.start()
     t_start = time.time()
-    result = {"series": series, "seed": seed, "members": members,
+    result = {"series": series, "seed": seed, "members": members, "outliers": args.outliers,
+              "outlier_gap_s": OUTLIERS[args.outliers][0],
+              "outlier_length_s": OUTLIERS[args.outliers][1],
               "fastest": names[fastest], "mid": names[mid], "flapper": names[flapper],
               "files": {f: os.path.getsize(os.path.join(site, f)) for f in files},
               "oneshot": {a: [] for a in ARMS}, "sessions": {a: [] for a in ARMS}}
@@ -389,7 +414,7 @@ def run_series(args, series, workdir, procs):
     def get_cmd(arm, mode, extra):
         cmd = [args.bin, "get"] + extra
         if arm == "decay":
-            cmd += ["--state", state[mode]["decay"]]
+            cmd += ["--state", state]
         else:
             cmd += ["--policy", "refresh"]
         return cmd
@@ -411,13 +436,14 @@ def run_series(args, series, workdir, procs):
             for arm in rot:
                 rec = {"n": n, "file": f, "t": round(time.time() - t_start, 3)}
                 if arm in ("decay", "refresh"):
-                    p, wall, counts = run_get(get_cmd(arm, "oneshot", [url, "-o", os.devnull]))
-                    fetches, _ = parse_get(p.stderr.decode("utf-8", "replace"))
+                    p, wall, counts = run_get(get_cmd(arm, "oneshot",
+                                                      [url, "-o", os.devnull, "--summary"]))
+                    fetches, summary = parse_get(p.stderr.decode("utf-8", "replace"))
                     fx = fetches[0] if fetches else {"ok": False, "ms": None, "extra_notes": 0}
                     rec.update({"ok": fx["ok"] and p.returncode == 0, "ms": fx.get("ms"),
                                 "wall_ms": wall, "from": fx.get("from"),
                                 "notes": fx.get("notes"), "extra_notes": fx["extra_notes"],
-                                "log": counts})
+                                "summary": summary, "log": counts})
                     if not rec["ok"]:
                         rec["stderr"] = p.stderr.decode("utf-8", "replace")[-500:]
                 elif arm == "single":
@@ -478,6 +504,7 @@ def run_series(args, series, workdir, procs):
         weather.join(5)
         result["events"] = weather.events
     result["duration_s"] = round(time.time() - t_start, 1)
+    result["spiked_pct"] = round(100 * weather.spiked_s / max(result["duration_s"], 1e-9), 2)
     result["summary"] = summarise(result)
     return result
 
@@ -501,10 +528,10 @@ def summarise(result):
             if arm in ("decay", "refresh"):
                 walls = [r["wall_ms"] for r in recs]
                 s["wall_mean"] = statistics.fmean(walls) if walls else None
-                if mode == "oneshot":
-                    s["extra_notes"] = sum(r.get("extra_notes", 0) for r in recs)
-                else:
-                    s["extra_notes"] = sum((r.get("summary") or {}).get("extra", 0) for r in recs)
+                # get's own count: its summary line (every resolve, race, probe, hedge and
+                # failed attempt, refused connections included), else the fetch's notes.
+                s["extra_notes"] = sum((r.get("summary") or {}).get("extra", r.get("extra_notes", 0))
+                                       for r in recs)
                 lg = [r.get("log", {}) for r in recs]
                 tot = sum(c.get("get", 0) + c.get("head", 0) + c.get("resolve", 0) for c in lg)
                 s["log_requests"] = tot
@@ -552,7 +579,7 @@ def table(result):
     return "\n".join(lines)
 
 
-def chart(results, path):
+def chart(results, path, outliers):
     """Mean and p95 per arm relative to optimal, one group per (series, mode)."""
     groups = [(r, m) for r in results for m in ("oneshot", "sessions")]
     colors = {"decay": "#1f77b4", "refresh": "#ff7f0e", "single": "#2ca02c",
@@ -566,7 +593,8 @@ def chart(results, path):
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
            f'font-family="sans-serif" font-size="11">',
            f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="13">slipstream get on an '
-           f'emulated triangle: fetch time / optimal (solid: mean, light: p95)</text>']
+           f'emulated triangle, {outliers} outliers: fetch time / optimal '
+           f'(solid: mean, light: p95)</text>']
     v = 0.0
     while v <= top + 1e-9:
         out.append(f'<line x1="{L}" x2="{W - 20}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
@@ -614,6 +642,9 @@ def main():
     ap.add_argument("--sessions", type=int, default=15)
     ap.add_argument("--session-len", type=int, default=20)
     ap.add_argument("--chart-only", action="store_true")
+    ap.add_argument("--outliers", choices=sorted(OUTLIERS), default="short",
+                    help="short: +300-500 ms for 0.15-0.3 s every 5-15 s; brownout: for 1-2 s "
+                    "every 4-9 s [default: short]")
     ap.add_argument("--workdir", default="/dev/shm" if os.access("/dev/shm", os.W_OK) else None,
                     help="where the site, data dirs and logs go [default: /dev/shm]")
     args = ap.parse_args()
@@ -636,15 +667,16 @@ def main():
                         p.kill()
                         p.wait()
                 shutil.rmtree(workdir, ignore_errors=True)
-            with open(os.path.join(OUT_DATA, f"{s}.json"), "w") as f:
+            with open(os.path.join(OUT_DATA, f"{args.outliers}-{s}.json"), "w") as f:
                 json.dump(result, f, indent=1)
             print(table(result), flush=True)
     results = []
     for name in sorted(os.listdir(OUT_DATA)):
-        if name.endswith(".json"):
+        if name.startswith(f"{args.outliers}-") and name.endswith(".json"):
             with open(os.path.join(OUT_DATA, name)) as f:
                 results.append(json.load(f))
-    chart(results, OUT_SVG)
+    svg = OUT_SVG if args.outliers == "short" else OUT_SVG.replace(".svg", f"-{args.outliers}.svg")
+    chart(results, svg, args.outliers)
 
 
 if __name__ == "__main__":

@@ -43,8 +43,11 @@
     });
   }
 
+  // updateViaCache 'all': the browser's update checks of the worker and its modules may use
+  // the HTTP cache (the node serves them with max-age=300 and an ETag), rather than
+  // re-fetching the worker's script and modules on every navigation.
   var ready = navigator.serviceWorker
-    .register(swUrl, { scope: '/', type: 'module' })
+    .register(swUrl, { scope: '/', type: 'module', updateViaCache: 'all' })
     .then(function () {
       return navigator.serviceWorker.ready;
     })

@@ -517,7 +517,23 @@ pub struct AgentFiles;
 #[derive(Debug, Clone, Copy)]
 pub struct ServiceWorker;
 
-fn agent_file(method: &Method, name: &str) -> Response<Body> {
+/// How long a browser may reuse an agent file without asking again: a new binary's agent
+/// reaches the browsers within this (the worker is registered with `updateViaCache: 'all'`,
+/// so its update checks may use it too; Chromium caps that at 24 hours). Without it, every
+/// navigation re-sent the worker's script and modules: five requests per page.
+const AGENT_MAX_AGE: &str = "max-age=300";
+
+/// A strong entity tag of an agent file: the start of its body's SHA-256.
+fn agent_etag(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let hex: String = digest.as_ref()[..12]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("\"a{hex}\"")
+}
+
+fn agent_file(method: &Method, headers: &http::HeaderMap, name: &str) -> Response<Body> {
     if method != Method::GET && method != Method::HEAD {
         return slipstream_node::respond::method_not_allowed("GET, HEAD");
     }
@@ -535,16 +551,30 @@ fn agent_file(method: &Method, name: &str) -> Response<Body> {
         Some("css") => "text/css; charset=utf-8",
         _ => "application/octet-stream",
     };
-    let mut r = Response::new(if method == Method::HEAD {
+    let etag = agent_etag(bytes);
+    let validators = slipstream_http_rules::conditional::Validators {
+        etag: Some(etag.clone()),
+        last_modified: None,
+    };
+    let unchanged = slipstream_http_rules::conditional::evaluate(method, headers, &validators)
+        == slipstream_http_rules::conditional::Outcome::NotModified;
+    let mut r = Response::new(if method == Method::HEAD || unchanged {
         Body::empty()
     } else {
         Body::full(Bytes::from_static(bytes))
     });
+    if unchanged {
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+    }
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-    // The agent changes with the binary: browsers check it on every load.
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if !unchanged {
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    }
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(AGENT_MAX_AGE));
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v);
+    }
     // Every member serves the same files: an agent whose page's origin is down takes them
     // from another replica's origin, which CORS must allow.
     add_cors(h);
@@ -554,7 +584,7 @@ fn agent_file(method: &Method, name: &str) -> Response<Body> {
 #[async_trait]
 impl Endpoint for AgentFiles {
     async fn call(&self, req: Request<Incoming>, rest: &str) -> Response<Body> {
-        agent_file(req.method(), rest.trim_start_matches('/'))
+        agent_file(req.method(), req.headers(), rest.trim_start_matches('/'))
     }
 }
 
@@ -564,7 +594,7 @@ impl Endpoint for ServiceWorker {
         if !rest.is_empty() {
             return text(StatusCode::NOT_FOUND, "no such file");
         }
-        let mut r = agent_file(req.method(), "sw.js");
+        let mut r = agent_file(req.method(), req.headers(), "sw.js");
         if r.status() == StatusCode::OK {
             r.headers_mut()
                 .insert("service-worker-allowed", HeaderValue::from_static("/"));
@@ -579,11 +609,29 @@ mod tests {
 
     #[test]
     fn agent_files_are_served_to_any_origin() {
-        let r = agent_file(&Method::GET, "register.js");
+        let none = http::HeaderMap::new();
+        let r = agent_file(&Method::GET, &none, "register.js");
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
-        let missing = agent_file(&Method::GET, "nope.js");
+        let missing = agent_file(&Method::GET, &none, "nope.js");
         assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn agent_files_can_be_reused_and_revalidated() {
+        let none = http::HeaderMap::new();
+        let r = agent_file(&Method::GET, &none, "sw.js");
+        assert_eq!(r.headers()[header::CACHE_CONTROL], AGENT_MAX_AGE);
+        let etag = r.headers()[header::ETAG].clone();
+        let mut conditional = http::HeaderMap::new();
+        conditional.insert(header::IF_NONE_MATCH, etag.clone());
+        let again = agent_file(&Method::GET, &conditional, "sw.js");
+        assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+        assert_eq!(again.headers()[header::ETAG], etag);
+        assert_eq!(again.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
+        // Another file's tag does not match.
+        let other = agent_file(&Method::GET, &conditional, "register.js");
+        assert_eq!(other.status(), StatusCode::OK);
     }
 
     #[test]

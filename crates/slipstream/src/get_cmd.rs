@@ -66,6 +66,10 @@ pub struct Args {
     /// How long a learned replica list is used before it is asked for again, e.g. 60s.
     #[arg(long, value_parser = slipstream_units::duration, default_value = "60s")]
     pub list_ttl: Duration,
+    /// Print the summary line (fetched, failed, extra requests: resolves, races, probes,
+    /// hedges, failed attempts) for a single fetch too; several fetches always print it.
+    #[arg(long)]
+    pub summary: bool,
 }
 
 /// A plain-HTTP client for small bodiless requests (resolutions, fetches).
@@ -382,7 +386,7 @@ async fn fetch_all(args: Args, urls: Vec<String>) -> anyhow::Result<()> {
     rest.abort_all();
     write_bodies(&args, many, &mut results)?;
     let s = lock(&shared);
-    if results.len() > 1 {
+    if results.len() > 1 || args.summary {
         let share = if s.useful > 0 {
             100.0 * s.extra as f64 / s.useful as f64
         } else {

@@ -35,6 +35,19 @@ export function mayPrefetch(connection) {
   return { ok: true, why: null };
 }
 
+/**
+ * Whether a prefetched response may be kept for a later navigation: not when caches may not
+ * share or keep it (`Cache-Control: private` or `no-store`; the node never hints such URLs,
+ * this is the agent's own check). `cacheControl` is the header's value, or null.
+ */
+export function storable(cacheControl) {
+  if (typeof cacheControl !== 'string') return true;
+  return !cacheControl
+    .split(',')
+    .map((d) => d.split('=')[0].trim().toLowerCase())
+    .some((name) => name === 'private' || name === 'no-store');
+}
+
 /** The bytes a page whose own bytes were `demandBytes` may prefetch. */
 export function byteAllowance(demandBytes, config = PREFETCH_DEFAULTS) {
   const d = Number.isFinite(demandBytes) && demandBytes > 0 ? demandBytes : 0;

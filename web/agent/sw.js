@@ -11,7 +11,7 @@
 // agent knows while that origin is down.
 
 import { AGENT_FORMAT, Agent, blockText, endpointOf, expandBlock, logicalKey, parseBlock } from './agent/agent.mjs';
-import { baseOrigin, byteAllowance, isFresh, mayPrefetch, pageReport, pageWaitLeft, PREFETCH_DEFAULTS, readHints } from './agent/prefetch.mjs';
+import { baseOrigin, byteAllowance, isFresh, mayPrefetch, pageReport, pageWaitLeft, PREFETCH_DEFAULTS, readHints, storable } from './agent/prefetch.mjs';
 
 const DB_NAME = 'slipstream-agent';
 const DB_STORE = 'state';
@@ -575,7 +575,7 @@ const STORED_AT = 'x-slipstream-prefetched-at';
 const prefetchedAt = new Map();
 /** Pages with a prefetch in progress (one at a time each). */
 const prefetching = new Set();
-const prefetchStats = { asked: 0, lists: 0, waits: 0, page_waits: 0, reported: 0, asked_before_page_wait: null, gave_up: 0, fetched: 0, bytes: 0, failed: 0, refused: 0, served: 0, skipped: null };
+const prefetchStats = { asked: 0, lists: 0, waits: 0, page_waits: 0, reported: 0, asked_before_page_wait: null, gave_up: 0, fetched: 0, bytes: 0, failed: 0, refused: 0, personal: 0, served: 0, skipped: null };
 
 /** The entries a previous worker stored, read once: fresh ones kept, stale ones deleted. */
 const prefetchIndex = caches
@@ -685,6 +685,12 @@ async function prefetchFor(pagePath, prevPath, demandBytes, namedBase, pageWaitM
           }
           if (r.status !== 200) {
             prefetchStats.failed++;
+            continue;
+          }
+          if (!storable(r.headers.get('cache-control'))) {
+            // One user's page, or one no cache may keep: not stored (its bytes not read).
+            prefetchStats.personal++;
+            r.body?.cancel().catch(() => {});
             continue;
           }
           const body = await r.arrayBuffer();

@@ -5,6 +5,8 @@
 //     Worker through the node's prefetch listener into Cache Storage (its hint requests go
 //     there too: the munged page names the listener); the click on it is then answered from
 //     there, and no request for it reaches the demand server.
+//  1b. The same with `Save-Data: on` on every request the browser sends: nothing is
+//     prefetched, no prefetch reaches the node, and the click loads from the demand server.
 //  2. A saturated server (every monitor probe fails, so the budget is nothing): the page tells
 //     the worker to wait, so it waits without asking for hints, and issues no prefetch; a browser's own Speculation Rules prefetch is
 //     refused with 503, and the click still loads the page normally.
@@ -125,6 +127,44 @@ test('NPS agent: hinted pages prefetched through the prefetch listener are serve
   await page.evaluate(() => window.slipstreamAgent.prefetched);
   const after = await node.status();
   assert.equal(after.demand.requests, demandBefore, 'no request for b.html reached the demand server');
+});
+
+test('NPS agent: Save-Data turns prefetching off', { timeout: 120000 }, async (t) => {
+  const cleanup = new Cleanup();
+  t.after(() => cleanup.run());
+  const { chromium } = await playwright();
+  const root = tempDir(cleanup, 'slipstream-nps-');
+  // The same node as the first test, whose unlimited budget would prefetch for this page.
+  const node = await startNode(cleanup, root, [
+    'prefetch.budget=unlimited',
+    'prefetch.listen=127.0.0.1:0',
+    'prefetch.doc_files=2',
+  ]);
+  await train(node);
+  // A browser whose user asked to save data: every request it sends, the worker's included,
+  // says `Save-Data: on`.
+  const profile = tempDir(cleanup, 'slipstream-nps-profile-');
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: chromiumBinary(),
+    headless: true,
+    args: CHROMIUM_ARGS,
+    extraHTTPHeaders: { 'Save-Data': 'on' },
+  });
+  cleanup.add(() => context.close());
+  const page = context.pages()[0] ?? (await context.newPage());
+  await page.goto(`${node.origin}/a.html`);
+  const counts = await page.evaluate(() => window.slipstreamAgent.prefetched);
+  t.diagnostic(`the worker's prefetch record: ${JSON.stringify(counts.prefetch)}`);
+  assert.equal(counts.prefetch.fetched, 0, `the worker prefetched nothing: ${JSON.stringify(counts.prefetch)}`);
+  const status = await node.status();
+  assert.equal(status.prefetch.requests, 0, `no prefetch reached the node: ${JSON.stringify(status.prefetch)}`);
+  // Either the worker did not ask (it saw the data saver) or the node answered with nothing.
+  assert.equal(counts.prefetch.asked, status.guards.save_data_requests, `every hint request was answered with nothing: ${JSON.stringify(status)}`);
+  // The click still loads the next page, from the demand server.
+  const demandBefore = status.demand.requests;
+  await Promise.all([page.waitForNavigation(), page.click('#next')]);
+  assert.equal(await page.textContent('#name'), 'b');
+  assert.ok((await node.status()).demand.requests > demandBefore, 'b.html came from the demand server');
 });
 
 test('NPS agent: a saturated server gets no prefetch, and a refused Speculation Rules prefetch leaves the click working', { timeout: 120000 }, async (t) => {

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { baseOrigin, byteAllowance, isFresh, mayPrefetch, pageReport, pageWaitLeft, PREFETCH_DEFAULTS, readHints } from '../agent/prefetch.mjs';
+import { baseOrigin, byteAllowance, isFresh, mayPrefetch, pageReport, pageWaitLeft, PREFETCH_DEFAULTS, readHints, storable } from '../agent/prefetch.mjs';
 
 test('Save-Data and 2G connections do not prefetch; others and unknown ones do', () => {
   assert.equal(mayPrefetch(undefined).ok, true);
@@ -86,4 +86,12 @@ test("a page's report carries when the node served it and its response time, or 
   assert.equal(pageReport('1234', { ...nav, responseEnd: 5 }), null);
   assert.equal(pageReport('1234', { ...nav, responseEnd: 70000 }), null);
   assert.equal(pageReport('1234', { requestStart: 'x', responseEnd: 3, transferSize: 1 }), null);
+});
+
+test('a prefetched response that is private or no-store is not kept', () => {
+  assert.equal(storable(null), true);
+  assert.equal(storable('public, max-age=600'), true);
+  assert.equal(storable('max-age=60, private'), false);
+  assert.equal(storable('No-Store'), false);
+  assert.equal(storable('private="set-cookie"'), false);
 });

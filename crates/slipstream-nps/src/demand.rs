@@ -226,7 +226,13 @@ impl Phase for Demand {
             );
             return Some(r);
         }
-        let learn = (req.method == Method::GET && !prefetch && !probe)
+        // A personal request (cookies, credentials) is not learnt: its URL may answer
+        // differently for someone else (crate::guard).
+        let personal = crate::guard::personal_request(&req.headers);
+        if personal && req.method == Method::GET && !prefetch && !probe {
+            self.nps.personal_not_learnt.fetch_add(1, Ordering::Relaxed);
+        }
+        let learn = (req.method == Method::GET && !prefetch && !probe && !personal)
             .then(|| {
                 let ua = req
                     .headers
@@ -362,6 +368,14 @@ impl Phase for Demand {
             return;
         }
         self.nps.demand.add(bytes);
+        if let Some((_, url)) = &seen.learn {
+            if crate::guard::personal_response(&res.headers) {
+                // Neither learnt nor ever hinted (crate::guard).
+                self.nps.personal.mark(url);
+                self.nps.personal_not_learnt.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
         if let Some(learn) = &seen.learn {
             if self.queue.try_send(learn.clone()).is_err() {
                 self.nps.unlearnt.fetch_add(1, Ordering::Relaxed);

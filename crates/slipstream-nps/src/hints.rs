@@ -15,7 +15,8 @@
 //!
 //! `next_turn` is the turn to ask for once these are fetched (`null`: the chain has ended);
 //! `retry_after_ms` says the budget had no room this epoch, and when to ask again (the same
-//! turn). A malformed request gets 400 and a sentence saying what is wrong; nothing about it
+//! turn). A request with `Save-Data: on` or a slow `ECT` gets no hints and `"save_data": true`
+//! ([`crate::guard`]), as does the Speculation Rules set. A malformed request gets 400 and a sentence saying what is wrong; nothing about it
 //! touches the model or the budget.
 //!
 //! `GET /_slipstream/prefetch`: the monitor's samples, the budget, and demand and prefetch
@@ -159,6 +160,20 @@ impl Endpoint for HintsEndpoint {
             // counted and left out; none stops the answer.
             self.0.report_page(served_ms, page_us);
         }
+        if crate::guard::wants_less_data(req.headers()) {
+            // The user asked to save data: no list, and no chain to come back for; the
+            // budget is not touched.
+            self.0.save_data_requests.fetch_add(1, Ordering::Relaxed);
+            let body = serde_json::json!({
+                "hints": [],
+                "prefetch_base": self.0.prefetch_base(),
+                "turn": q.turn,
+                "next_turn": null,
+                "retry_after_ms": null,
+                "save_data": true,
+            });
+            return no_store(json(StatusCode::OK, &body));
+        }
         let a = self.0.answer(&q.url, q.prev.as_deref(), q.turn);
         if let Some(hold) = a.hold {
             // The list's paced slot: answered then, so that the client prefetches on the
@@ -190,7 +205,12 @@ impl Endpoint for SpeculationRules {
             Ok(q) => q,
             Err(r) => return *r,
         };
-        let urls = self.0.predictions(&q.url, q.prev.as_deref());
+        let urls = if crate::guard::wants_less_data(req.headers()) {
+            self.0.save_data_requests.fetch_add(1, Ordering::Relaxed);
+            Vec::new()
+        } else {
+            self.0.predictions(&q.url, q.prev.as_deref())
+        };
         let rules = serde_json::json!({
             "prefetch": [{"source": "list", "urls": urls}],
         });

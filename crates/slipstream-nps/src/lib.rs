@@ -17,6 +17,7 @@
 pub mod config;
 pub mod cpu;
 pub mod demand;
+pub mod guard;
 pub mod hints;
 pub mod listener;
 pub mod monitor;
@@ -130,6 +131,13 @@ pub struct Nps {
     pub page_waits: AtomicU64,
     /// Hint requests told to wait for the end of a quiet period ([`Nps::quiet_left`]).
     pub quiet_hint_requests: AtomicU64,
+    /// Hint and Speculation Rules requests answered with nothing: the client asked to save
+    /// data or is on a slow connection ([`guard::wants_less_data`]).
+    pub save_data_requests: AtomicU64,
+    /// URLs whose responses were personal, never hinted ([`guard`]).
+    pub personal: guard::Personal,
+    /// Demand requests not learnt because they or their responses were personal.
+    pub personal_not_learnt: AtomicU64,
     /// The monitor's budget after its last sample (an `f64`'s bits), for a look without the
     /// lock on every page served.
     budget_now: AtomicU64,
@@ -251,6 +259,9 @@ impl Nps {
             hint_requests_via_listener: AtomicU64::new(0),
             page_waits: AtomicU64::new(0),
             quiet_hint_requests: AtomicU64::new(0),
+            save_data_requests: AtomicU64::new(0),
+            personal: guard::Personal::default(),
+            personal_not_learnt: AtomicU64::new(0),
             budget_now,
             listener: parking_lot::RwLock::new(None),
             pacing,
@@ -409,9 +420,11 @@ impl Nps {
     /// The predictor's first list for a client at `current` after `previous`, without taking
     /// from the budget (for Speculation Rules, whose prefetches are admitted one by one).
     pub fn predictions(&self, current: &str, previous: Option<&str>) -> Vec<String> {
-        self.model
+        let hints = self
+            .model
             .lock()
-            .hints(current, previous, 0, self.settings.doc_files)
+            .hints(current, previous, 0, self.settings.doc_files);
+        self.personal.retain_public(hints)
     }
 
     /// The settings.
@@ -475,8 +488,10 @@ impl Nps {
             }
         };
         let hints = self.model.lock().hints(current, previous, turn, len);
-        let next_turn =
-            (hints.len() == len && turn + 1 < self.settings.max_turns).then_some(turn + 1);
+        // The chain goes on when the model had a whole list, personal URLs dropped or not.
+        let whole = hints.len() == len;
+        let hints = self.personal.retain_public(hints);
+        let next_turn = (whole && turn + 1 < self.settings.max_turns).then_some(turn + 1);
         Answer {
             hints,
             next_turn,
@@ -663,6 +678,12 @@ impl Nps {
                 "holds": n.holds,
             })
         });
+        // What the guards kept from prefetching (crate::guard).
+        let guards = serde_json::json!({
+            "save_data_requests": self.save_data_requests.load(Ordering::Relaxed),
+            "personal_not_learnt": self.personal_not_learnt.load(Ordering::Relaxed),
+            "personal_urls": self.personal.len(),
+        });
         serde_json::json!({
             "budget": match self.settings.budget {
                 Budget::Monitor => "monitor",
@@ -716,6 +737,7 @@ impl Nps {
                 "refused": model.refused,
                 "unqueued": self.unlearnt.load(Ordering::Relaxed),
             },
+            "guards": guards,
             "probe_failures": c.probe_failures,
             "last_probe_failure": c.last_probe_failure.as_ref().map(|(at_ms, why)| serde_json::json!({
                 "at_ms": at_ms,

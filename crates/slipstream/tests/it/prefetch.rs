@@ -124,6 +124,105 @@ fn hints_come_from_the_demand_stream_and_bad_requests_change_nothing() {
     );
 }
 
+#[test]
+fn save_data_gets_no_hints_and_personal_pages_are_neither_learnt_nor_hinted() {
+    let site = pages();
+    let sets = [
+        "--prefetch",
+        "--set",
+        "prefetch.budget=unlimited",
+        "--set",
+        "prefetch.doc_files=2",
+    ];
+    let node = serve(site.path(), &sets);
+    let addr = node.addr;
+    for c in 0..6 {
+        let ua = format!("client-{c}");
+        for p in ["a", "b", "c", "d"] {
+            // The same walk with a cookie, by other clients: not learnt.
+            let cookie_ua = format!("cookie-client-{c}");
+            let r = request(
+                addr,
+                "GET",
+                &format!("/{p}.html"),
+                &[("User-Agent", &cookie_ua), ("Cookie", "session=1")],
+            );
+            assert_eq!(r.status, 200);
+            let r = request(addr, "GET", &format!("/{p}.html"), &[("User-Agent", &ua)]);
+            assert_eq!(r.status, 200);
+        }
+    }
+    let s = wait_until(addr, "24 demand requests learnt", |s| {
+        s["model"]["learnt"] == 24
+    });
+    assert_eq!(s["guards"]["personal_not_learnt"], 24, "{s}");
+    assert_eq!(
+        hints(addr, "url=/b.html&prev=/a.html")["hints"],
+        serde_json::json!(["/c.html", "/d.html"])
+    );
+    // Save-Data, or a 2G connection: nothing, and no chain to come back for.
+    for header in [("Save-Data", "on"), ("ECT", "2g")] {
+        let r = request(
+            addr,
+            "GET",
+            "/_slipstream/hints?url=/b.html&prev=/a.html",
+            &[header],
+        );
+        assert_eq!(r.status, 200);
+        let a: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(a["hints"], serde_json::json!([]), "{header:?}: {a}");
+        assert_eq!(a["next_turn"], serde_json::Value::Null);
+        assert_eq!(a["save_data"], true);
+    }
+    let r = request(
+        addr,
+        "GET",
+        "/_slipstream/speculationrules?url=/b.html&prev=/a.html",
+        &[("Save-Data", "on")],
+    );
+    let rules: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(
+        rules["prefetch"][0]["urls"],
+        serde_json::json!([]),
+        "{rules}"
+    );
+    let s = status(addr);
+    assert_eq!(s["guards"]["save_data_requests"], 3, "{s}");
+
+    // Pages a cache may not share: neither learnt nor hinted.
+    let private = serve(
+        site.path(),
+        &[
+            &sets[..],
+            &["--set", "serve.cache_control=private, max-age=60"],
+        ]
+        .concat(),
+    );
+    for c in 0..6 {
+        let ua = format!("client-{c}");
+        for p in ["a", "b", "c", "d"] {
+            let r = request(
+                private.addr,
+                "GET",
+                &format!("/{p}.html"),
+                &[("User-Agent", &ua)],
+            );
+            assert_eq!(r.status, 200);
+            assert_eq!(r.header("cache-control"), Some("private, max-age=60"));
+        }
+    }
+    let s =
+        crate::support::wait_for_json(private.addr, "/_slipstream/prefetch", "24 personal", |s| {
+            s["guards"]["personal_not_learnt"] == 24
+        });
+    assert_eq!(s["model"]["learnt"], 0, "{s}");
+    assert_eq!(s["guards"]["personal_urls"], 4, "{s}");
+    assert_eq!(
+        hints(private.addr, "url=/b.html&prev=/a.html")["hints"],
+        serde_json::json!([])
+    );
+}
+
 /// A monitored node on `site` (probing `/a.html`, a 2 s threshold no idle probe crosses, and
 /// no validation: on an idle server nobody uses the budget, which would hold it at one list an
 /// epoch), once its budget has grown to 100 files/s; its status then.

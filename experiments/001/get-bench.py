@@ -641,7 +641,8 @@ def main():
     ap.add_argument("--oneshot", type=int, default=300)
     ap.add_argument("--sessions", type=int, default=15)
     ap.add_argument("--session-len", type=int, default=20)
-    ap.add_argument("--chart-only", action="store_true")
+    ap.add_argument("--chart-only", action="store_true",
+                    help="redraw the chart from the JSON files, and print their tables")
     ap.add_argument("--outliers", choices=sorted(OUTLIERS), default="short",
                     help="short: +300-500 ms for 0.15-0.3 s every 5-15 s; brownout: for 1-2 s "
                     "every 4-9 s [default: short]")
@@ -675,6 +676,12 @@ def main():
         if name.startswith(f"{args.outliers}-") and name.endswith(".json"):
             with open(os.path.join(OUT_DATA, name)) as f:
                 results.append(json.load(f))
+    if args.chart_only:
+        for r in results:
+            lat = ", ".join(f"{m['name']} {m['latency_ms']} ms" for m in r["members"])
+            print(f"\n## {r['outliers']} outliers, series {r['series']}: {lat}, flapper "
+                  f"{r['flapper']}, spiked {r.get('spiked_pct')} % of {r['duration_s']} s")
+            print(table(r))
     svg = OUT_SVG if args.outliers == "short" else OUT_SVG.replace(".svg", f"-{args.outliers}.svg")
     chart(results, svg, args.outliers)
 

@@ -752,12 +752,16 @@ function summarise(result) {
     s.with_broken = recs.filter((r) => r.ok && r.broken > 0).length;
     s.broken_images = recs.reduce((a, r) => a + (r.broken ?? 0), 0);
     s.images = recs.reduce((a, r) => a + r.images, 0);
-    // Useful resources: each page's HTML and images that arrived, and register.js for the pages
-    // that carry it (every page a member serves; the optimal shell only reads the HTML).
+    // Useful resources: each page's HTML and images that arrived, and register.js as often as
+    // it was fetched, at most once for each page that carries it (every page a member serves;
+    // the optimal shell only reads the HTML). The nodes serve it max-age=300, so a browser
+    // fetches it again only every five minutes.
+    const c = result.access_logs.arms[arm];
     const okImages = recs.reduce((a, r) => a + (r.ok ? r.images - r.broken : 0), 0);
     const okPages = recs.filter((r) => r.ok).length;
-    s.useful = okImages + okPages * (arm === 'optimal' ? 1 : 2);
-    const c = result.access_logs.arms[arm];
+    const registerFetched = c.control_targets['/_slipstream/agent/register.js'] ?? 0;
+    const registerUseful = arm === 'optimal' ? 0 : Math.min(okPages, registerFetched);
+    s.useful = okImages + okPages + registerUseful;
     s.log_lines = c.total;
     s.log = { page: c.page, image: c.image, head: c.head, control: c.control, other: c.other, by_member: c.by_member, image_by_member: c.image_by_member, status: c.status, control_targets: c.control_targets };
     s.extra = c.total - s.useful;
@@ -765,7 +769,6 @@ function summarise(result) {
     // The extra split: the agent's own files beyond register.js (the worker script and its
     // modules, fetched again at the browser's update checks), and the rest (probes, hedges,
     // races, fail-overs, responses lost in a proxy as it went down).
-    const registerUseful = arm === 'optimal' ? 0 : okPages;
     s.extra_agent_files = c.control - registerUseful;
     s.extra_selection = s.extra - s.extra_agent_files;
     s.extra_selection_pct = s.useful ? (100 * s.extra_selection) / s.useful : null;

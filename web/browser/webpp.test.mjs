@@ -66,12 +66,14 @@ const LATENCY = { r1: 200, r2: 10, r3: 120 };
 /** The outlier: r2's latency during one page load. */
 const OUTLIER_MS = 300;
 /**
- * How soon after such an outlier the traffic is back on r2, by Decay's defaults: r2 is
- * explored again once `explore_after_ms` (10 s) has passed since its last sample and a token is
- * held (0.02 per request: one per ~3 page loads), and one quick sample then weighs at least
- * 1 − e^(−10/10) = 0.63; a second exploration 10 s later if one did not suffice. 30 s.
+ * How soon after such an outlier the traffic is back on r2, by Decay's defaults: r2's stale
+ * estimate relaxes toward its long-run mean, which one slow page barely moved (each sample
+ * weighs 1 − e^(−Δt/60 s)), by e^(−age/2 s); from about 250 ms after the slow page to under
+ * r3's 120 ms takes about 1.6 s, and the next page's requests go to r2 again, no probe needed.
+ * 10 s leaves room for a busy machine (it was 30 s before relaxation: an exploration probe
+ * after 10 s, and a token).
  */
-const OUTLIER_BOUND_MS = 30000;
+const OUTLIER_BOUND_MS = 10000;
 /**
  * The worker's overhead on a warm fetch: repetitions measured. The medians of two runs on a
  * loaded 2-core machine differ by up to 0.3 ms at 200; 300 narrows that a little for 3 s more.

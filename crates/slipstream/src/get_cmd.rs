@@ -150,6 +150,25 @@ struct State {
     /// entries) and when they expire: any URL they cover is resolved without asking.
     #[serde(default)]
     rules: BTreeMap<String, (BTreeMap<String, Vec<String>>, u64)>,
+    /// When the table was saved (Unix ms; 0 in files written before it was kept): the table's
+    /// ages and back-offs count from then, so the time between two runs is added on loading.
+    #[serde(default)]
+    saved_at_ms: u64,
+}
+
+/// `table` as saved `gap_ms` ago: its samples that much older, its back-offs that much
+/// nearer their end. Without this, every run restarted the clock where the last one stopped:
+/// one-shot runs a few hundred ms apart pushed a failed replica's 1 s back-off out by the gap
+/// each time, and kept it out about 7 s.
+fn aged(table: &[Saved], gap_ms: u64) -> Vec<Saved> {
+    table
+        .iter()
+        .map(|s| Saved {
+            age_ms: s.age_ms.saturating_add(gap_ms),
+            retry_in_ms: s.retry_in_ms.saturating_sub(gap_ms),
+            ..s.clone()
+        })
+        .collect()
 }
 
 /// `logical`'s replicas by `rules` (a replica block's entries): its exact key, else the
@@ -320,7 +339,12 @@ async fn fetch_all(args: Args, urls: Vec<String>) -> anyhow::Result<()> {
         _ => {
             let mut d = Decay::new(&endpoints, config::Decay::default(), now)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            d.import(&state.table, state.tokens, now);
+            // The time since the table was saved (none if unknown or if the clock went back).
+            let gap_ms = match state.saved_at_ms {
+                0 => 0,
+                at => unix_ms(SystemTime::now()).saturating_sub(at),
+            };
+            d.import(&aged(&state.table, gap_ms), state.tokens, now);
             Policy::Decay(d)
         }
     };
@@ -408,6 +432,7 @@ async fn fetch_all(args: Args, urls: Vec<String>) -> anyhow::Result<()> {
             lists: s.state.lists.clone(),
             sites: s.state.sites.clone(),
             rules: s.state.rules.clone(),
+            saved_at_ms: unix_ms(SystemTime::now()),
         };
         let now_ms = unix_ms(SystemTime::now());
         out.lists.retain(|_, (_, expires)| *expires > now_ms);
@@ -1066,6 +1091,38 @@ async fn attempt(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_saved_table_ages_by_the_time_between_runs() {
+        let now = Instant::now();
+        let mut d = Decay::new(&["a".into(), "b".into()], config::Decay::default(), now).unwrap();
+        d.record("a", Outcome::ConnectFailed, now);
+        d.record(
+            "b",
+            Outcome::Answered {
+                latency: Duration::from_millis(20),
+            },
+            now,
+        );
+        let (saved, tokens) = d.export(now);
+        // 1.5 s later, the next run: a's 1 s back-off is over, its recovery probe due.
+        let later = Instant::now();
+        let mut next =
+            Decay::new(&["a".into(), "b".into()], config::Decay::default(), later).unwrap();
+        next.import(&aged(&saved, 1500), tokens, later);
+        let probes = next.probes(later);
+        assert!(probes.iter().any(|p| p.endpoint == "a"), "{probes:?}");
+        let b = aged(&saved, 1500)
+            .into_iter()
+            .find(|s| s.endpoint == "b")
+            .unwrap();
+        assert!(b.age_ms >= 1500, "{b:?}");
+        // Without the gap, the back-off would start again from the save.
+        let mut stale =
+            Decay::new(&["a".into(), "b".into()], config::Decay::default(), later).unwrap();
+        stale.import(&saved, tokens, later);
+        assert!(stale.probes(later).iter().all(|p| p.endpoint != "a"));
+    }
 
     #[test]
     fn rules_resolve_exact_keys_then_the_longest_wildcard() {

@@ -606,6 +606,11 @@ test('Web++ agent: three replicas behind Toxiproxy, one slowed, one killed, work
 
   await phase("the page's own origin down: pages load completely from the other replicas", async () => {
     await nodes.r1.proc.kill('SIGKILL');
+    // The agent's files are served max-age=300: emptied from the HTTP cache, register.js must
+    // come from a live replica, the path this phase checks (not from the browser's cache).
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Network.clearBrowserCache');
+    await cdp.detach();
     const s0 = await agentState(page);
     for (const p of [...PAGES, ...PAGES]) {
       const r = await loadComplete(page, origin, p);

@@ -571,7 +571,10 @@ fn agent_file(method: &Method, headers: &http::HeaderMap, name: &str) -> Respons
     if !unchanged {
         h.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
     }
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(AGENT_MAX_AGE));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(AGENT_MAX_AGE),
+    );
     if let Ok(v) = HeaderValue::from_str(&etag) {
         h.insert(header::ETAG, v);
     }

@@ -1,0 +1,929 @@
+#!/usr/bin/env node
+// Issue 43 item 1, the Chromium arm (paper 000 §7, Fig. 13): what NPS prefetching gains real
+// page loads. Headless Chromium replays MSNBC user sessions (data/msnbc990928.zip) on a
+// generated site, each against its own `slipstream serve --prefetch` node behind its own
+// Toxiproxy proxy, under four arms interleaved per session. Method, caveats and how to read the
+// output: docs/experiments/000-pages.md.
+//
+//   node experiments/000/pages.mjs --bin target/release/slipstream [--quick] [--series 1,2]
+//        [--condition spare|loaded-network|loaded-server] [--sessions N] [--train N]
+//        [--latency MS] [--bandwidth-kbps N] [--listener] [--workdir DIR] [--tables-only]
+//
+// Per series (seed 2000 + series):
+//  - a seeded site: 17 categories (MSNBC's) of 10 pages each, every page with 4-10 noise PNGs
+//    of 2-60 KB, a link to one page of every other category and to two other pages of its own
+//    (link targets drawn Zipf within the category), and /index.html (the monitor's probe);
+//  - sessions from msnbc990928.seq (read with `unzip -p`), truncated to 8 pages: a measured set
+//    (length >= 3) and a training set (any length), disjoint, both seeded. A session's category
+//    sequence becomes a page sequence: the first page is drawn Zipf(1) within its category; a
+//    later visit to category c follows the current page's link to c with probability 0.7,
+//    else draws Zipf within c (never the current page again);
+//  - four nodes, one per arm (arms below), each behind its own Toxiproxy proxy (downstream
+//    latency 80 ms ±10 %); every node is trained by replaying the training sessions as plain
+//    HTTP GETs straight to its port (each page, then its images six at a time; one User-Agent
+//    per session), until its /_slipstream/prefetch says it learnt them;
+//  - the measured sessions: for each, the four arms one after another (order rotated per
+//    session), each in a fresh persistent Chromium context (profile) kept for the session's
+//    pages and closed after it. The first page by page.goto, each later one by
+//    `location.assign` from the page before it (a renderer-initiated navigation, with the
+//    referrer set, as a click: Chromium only uses a Speculation Rules prefetch for a navigation
+//    the prefetching document starts), after a seeded think time of 1-3 s.
+//
+// Arms (every page identical but for the munged script's data-prefetch-base, see the doc):
+//   none          No-Prefetching: a node that prefetches (so it learns, and munges the agent's
+//                 registration into its pages as the others do) but names a prefetch listener
+//                 at a closed port, so the agent's first hint request fails and it fetches
+//                 nothing (the node has no setting that tells the agent not to prefetch);
+//   nps           the default [prefetch] settings (the monitor's budget);
+//   no-avoidance  prefetch.budget = "unlimited";
+//   speculation   prefetch.speculation_rules = true (Chromium prefetches the budgeted hints
+//                 natively), the agent turned off as in `none`.
+// With --listener, nps and no-avoidance also get a prefetch listener, reached through a proxy
+// of its own with the same toxics.
+//
+// Writes docs/experiments/data/000-pages/<condition>-<series>.json (--quick: quick-<condition>-
+// <series>.json) and prints markdown tables. Every wait has a deadline; every process is killed
+// on exit or error.
+
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, closeSync, openSync, readSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { cpus, loadavg } from 'node:os';
+import { join, resolve } from 'node:path';
+
+import { CHROMIUM_ARGS, Cleanup, Proc, REPO, Toxiproxy, chromiumBinary, freePort, png, tempDir, waitFor } from '../../web/browser/harness.mjs';
+
+// --- parameters ----------------------------------------------------------------------------------
+
+const CATEGORIES = ['frontpage', 'news', 'tech', 'local', 'opinion', 'on-air', 'misc', 'weather', 'msn-news', 'health', 'living', 'business', 'msn-sports', 'sports', 'summary', 'bbs', 'travel'];
+const PAGES_PER_CATEGORY = 10;
+const IMAGES_PER_PAGE = [4, 10];
+const IMAGE_KB = [2, 60];
+const ZIPF_S = 1.0; // popularity of the pages within a category
+const SAME_CATEGORY_LINKS = 2;
+const FOLLOW_LINK = 0.7; // a later visit follows the current page's link to its category
+const MAX_PAGES = 8; // a session is cut after this many pages
+const MIN_MEASURED_PAGES = 3;
+const THINK_MS = [1000, 3000]; // before each later page, seeded, the same in every arm
+const LATENCY_MS = 80; // downstream, ±JITTER
+const JITTER = 0.1;
+const TRAIN_CONCURRENCY = 8; // training sessions in flight (over the four nodes)
+const TRAIN_IMAGE_PARALLEL = 6; // a training session's images at once, as a browser
+const ARMS = ['none', 'nps', 'no-avoidance', 'speculation'];
+const CONDITIONS = ['spare', 'loaded-network', 'loaded-server'];
+const UA_PREFIX = 'Mozilla/5.0 (X11; Linux x86_64) slipstream-000-pages';
+const UA = (arm, session) => `${UA_PREFIX}/${arm}/s${session}`;
+const CACHE_CONTROL = 'max-age=300';
+const STORED_AT = 'x-slipstream-prefetched-at'; // the worker's mark on a prefetched response
+const LAUNCH_TIMEOUT_MS = 60000;
+const GOTO_TIMEOUT_MS = 20000;
+const LOAD_TIMEOUT_MS = 30000; // navigation start to every image settled
+const EVAL_TIMEOUT_MS = 5000;
+const CLOSE_TIMEOUT_MS = 15000;
+const FETCH_TIMEOUT_MS = 15000;
+
+// --- arguments -----------------------------------------------------------------------------------
+
+function parseArgs(argv) {
+  const a = {
+    bin: process.env.SLIPSTREAM_BIN || join(REPO, 'target', 'release', 'slipstream'),
+    series: null, sessions: null, train: null, quick: false, condition: 'spare', latency: LATENCY_MS,
+    bandwidthKbps: 125, listener: false, workdir: existsSync('/dev/shm') ? '/dev/shm' : undefined, tablesOnly: false,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const v = () => {
+      if (i + 1 >= argv.length) throw new Error(`${argv[i]} needs a value`);
+      return argv[++i];
+    };
+    switch (argv[i]) {
+      case '--bin': a.bin = resolve(v()); break;
+      case '--series': a.series = v(); break;
+      case '--sessions': a.sessions = Number(v()); break;
+      case '--train': a.train = Number(v()); break;
+      case '--quick': a.quick = true; break;
+      case '--condition': a.condition = v(); break;
+      case '--latency': a.latency = Number(v()); break;
+      case '--bandwidth-kbps': a.bandwidthKbps = Number(v()); break;
+      case '--listener': a.listener = true; break;
+      case '--workdir': a.workdir = v(); break;
+      case '--tables-only': a.tablesOnly = true; break;
+      case '-h':
+      case '--help':
+        console.log('node experiments/000/pages.mjs [--bin PATH] [--quick] [--series 1,2] [--condition spare|loaded-network|loaded-server] [--sessions N (measured sessions; 40, --quick 4)] [--train N (training sessions; 3000, --quick 300)] [--latency MS (80)] [--bandwidth-kbps N (loaded-network: the bandwidth toxic, KB/s; 125, about 1 Mbit/s)] [--listener (a prefetch listener for nps and no-avoidance)] [--workdir DIR] [--tables-only (recompute the summaries of the JSON files and print them)]');
+        process.exit(0);
+        break;
+      default: throw new Error(`unknown argument ${argv[i]}`);
+    }
+  }
+  a.series = (a.series ?? '1').split(',').map(Number);
+  a.sessions = a.sessions ?? (a.quick ? 4 : 40);
+  a.train = a.train ?? (a.quick ? 300 : 3000);
+  if (!a.series.every((s) => Number.isInteger(s) && s > 0)) throw new Error('bad --series');
+  if (!(Number.isInteger(a.sessions) && a.sessions > 0) || !(Number.isInteger(a.train) && a.train >= 0)) throw new Error('bad --sessions or --train');
+  if (!CONDITIONS.includes(a.condition)) throw new Error(`--condition ${a.condition}: want ${CONDITIONS.join(', ')}`);
+  if (a.condition === 'loaded-server') {
+    // The hook: a background `slipstream bench` load at a given rate against each node's
+    // demand port for the whole measured phase (issue 43 item 1). Not written yet.
+    throw new Error('--condition loaded-server is not implemented yet (see docs/experiments/000-pages.md, "Conditions")');
+  }
+  if (!(a.latency >= 0) || !(a.bandwidthKbps > 0)) throw new Error('bad --latency or --bandwidth-kbps');
+  if (!a.tablesOnly && !existsSync(a.bin)) throw new Error(`the slipstream binary ${a.bin} is missing (build it, or pass --bin)`);
+  return a;
+}
+
+// --- a small seeded PRNG (mulberry32), as experiments/001/page-bench.mjs ----------------------------
+
+function prng(seed) {
+  let s = seed >>> 0;
+  const next = () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return {
+    next,
+    uniform: (lo, hi) => lo + (hi - lo) * next(),
+    int: (lo, hi) => lo + Math.floor(next() * (hi - lo + 1)), // inclusive
+    /** An index in [0, n) drawn Zipf(s): P(i) ∝ 1 / (i + 1)^s. */
+    zipf(n, s = ZIPF_S) {
+      let total = 0;
+      for (let i = 0; i < n; i++) total += 1 / (i + 1) ** s;
+      let x = next() * total;
+      for (let i = 0; i < n; i++) {
+        x -= 1 / (i + 1) ** s;
+        if (x < 0) return i;
+      }
+      return n - 1;
+    },
+  };
+}
+
+function git(args) {
+  try {
+    return execFileSync('git', ['-C', REPO, ...args], { encoding: 'utf8', timeout: 10000 }).trim();
+  } catch {
+    return null;
+  }
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+function withTimeout(what, ms, promise) {
+  let timer;
+  return Promise.race([promise, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms)))]).finally(() => clearTimeout(timer));
+}
+const log = (...a) => console.error(...a);
+const round1 = (x) => Math.round(x * 10) / 10;
+
+// --- the MSNBC sessions ----------------------------------------------------------------------------
+
+/** Every session of msnbc990928.seq as a line of category numbers (1-17), unparsed. */
+function readMsnbc() {
+  const zip = join(REPO, 'data', 'msnbc990928.zip');
+  // `unzip -p` (Info-ZIP) writes the member to stdout: simpler than reading the archive here.
+  const text = execFileSync('unzip', ['-p', zip, 'msnbc990928.seq'], { encoding: 'latin1', maxBuffer: 64 << 20, timeout: 60000 });
+  const lines = text.split('\n');
+  const start = lines.findIndex((l) => l.startsWith('% Sequences:'));
+  if (start < 0) throw new Error(`${zip}: no "% Sequences:" line`);
+  const out = [];
+  for (let i = start + 1; i < lines.length; i++) {
+    const l = lines[i].trim();
+    if (l) out.push(l);
+  }
+  if (out.length < 900000) throw new Error(`${zip}: only ${out.length} sessions`);
+  return out;
+}
+
+const parseSession = (line) => line.split(/\s+/).map(Number).filter((c) => c >= 1 && c <= CATEGORIES.length).map((c) => c - 1).slice(0, MAX_PAGES);
+
+/** Seeded, disjoint: `measured` sessions of at least MIN_MEASURED_PAGES pages and `train` of any length. */
+function pickSessions(lines, rng, measured, train) {
+  const used = new Set();
+  const pick = (want, ok) => {
+    const out = [];
+    let tries = 0;
+    while (out.length < want) {
+      if (++tries > want * 1000 + 100000) throw new Error('could not draw the sessions');
+      const i = Math.floor(rng.next() * lines.length);
+      if (used.has(i)) continue;
+      const cats = parseSession(lines[i]);
+      if (!ok(cats)) continue;
+      used.add(i);
+      out.push({ index: i, cats });
+    }
+    return out;
+  };
+  const m = pick(measured, (c) => c.length >= MIN_MEASURED_PAGES);
+  const t = pick(train, (c) => c.length >= 1);
+  return { measured: m, train: t };
+}
+
+/** A session's categories as pages, by the seeded rule (see the header). */
+function pagesOf(cats, site, rng) {
+  const out = [];
+  let cur = null;
+  for (const c of cats) {
+    const inCat = site.byCategory[c];
+    let next = null;
+    if (cur !== null && rng.next() < FOLLOW_LINK) {
+      const links = cur.links.filter((l) => site.byPath.get(l).category === c);
+      if (links.length) next = site.byPath.get(links[Math.floor(rng.next() * links.length)]);
+    }
+    if (next === null) {
+      for (let k = 0; k < 100 && (next === null || next === cur); k++) next = inCat[rng.zipf(inCat.length)];
+      if (next === cur) next = inCat[(inCat.indexOf(cur) + 1) % inCat.length];
+    }
+    out.push(next);
+    cur = next;
+  }
+  return out;
+}
+
+// --- the site ------------------------------------------------------------------------------------
+
+/** In every page: once every image has loaded or failed, the time since navigation start. */
+const PAGE_SCRIPT = `<script>
+(function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  Promise.all(imgs.map(function (img) {
+    return new Promise(function (done) {
+      if (img.complete) return done();
+      img.addEventListener('load', done, { once: true });
+      img.addEventListener('error', done, { once: true });
+    });
+  })).then(function () {
+    var at = performance.now();
+    var nav = performance.getEntriesByType('navigation')[0];
+    var res = performance.getEntriesByType('resource').filter(function (e) { return e.name.indexOf('/img/') >= 0; });
+    window.__bench = { ms: at, images: imgs.length,
+      delivery_type: nav ? (nav.deliveryType === undefined ? null : nav.deliveryType) : null,
+      nav_type: nav ? nav.type : null,
+      worker_start: nav ? nav.workerStart : null,
+      html_end: nav ? nav.responseEnd : null,
+      html_transfer: nav ? nav.transferSize : null,
+      img_transfer: res.reduce(function (a, e) { return a + (e.transferSize || 0); }, 0),
+      img_last_end: res.length ? Math.max.apply(null, res.map(function (e) { return e.responseEnd; })) : null,
+      controlled: navigator.serviceWorker ? navigator.serviceWorker.controller !== null : false,
+      broken: imgs.filter(function (i) { return !(i.naturalWidth > 0); }).map(function (i) { return i.getAttribute('src'); }) };
+  });
+})();
+</script>`;
+
+function writeSite(dir, rng) {
+  mkdirSync(join(dir, 'img'), { recursive: true });
+  const pages = [];
+  const byCategory = CATEGORIES.map(() => []);
+  CATEGORIES.forEach((cat, c) => {
+    for (let p = 0; p < PAGES_PER_CATEGORY; p++) {
+      const name = `${cat}-${p}`;
+      const n = rng.int(...IMAGES_PER_PAGE);
+      const images = [];
+      for (let i = 0; i < n; i++) {
+        const kb = rng.int(IMAGE_KB[0], IMAGE_KB[1]);
+        // A noise PNG: about 3 bytes a pixel, so a side of sqrt(size / 3).
+        const side = Math.max(8, Math.round(Math.sqrt((kb * 1024) / 3)));
+        const file = `/img/${name}-${i}.png`;
+        const body = png(side, side, ((c * 100 + p) * 100 + i + 1) ^ Math.floor(rng.next() * 0x7fffffff));
+        writeFileSync(join(dir, file), body);
+        images.push({ src: file, bytes: body.length, side });
+      }
+      const page = { path: `/${name}.html`, category: c, rank: p, images, links: [] };
+      pages.push(page);
+      byCategory[c].push(page);
+    }
+  });
+  // Links: one page of every other category, and two other pages of its own (Zipf draws).
+  for (const page of pages) {
+    for (let c = 0; c < CATEGORIES.length; c++) {
+      const inCat = byCategory[c];
+      if (c !== page.category) {
+        page.links.push(inCat[rng.zipf(inCat.length)].path);
+      } else {
+        const own = new Set();
+        for (let k = 0; k < 100 && own.size < SAME_CATEGORY_LINKS; k++) {
+          const q = inCat[rng.zipf(inCat.length)];
+          if (q !== page) own.add(q.path);
+        }
+        page.links.push(...own);
+      }
+    }
+  }
+  for (const page of pages) {
+    const links = page.links.map((l) => `<a href="${l}">${l.slice(1, -5)}</a>`).join(' ');
+    const tags = page.images.map((im) => `<img src="${im.src}" width="${im.side}" height="${im.side}" alt="">`).join('\n');
+    const html = `<!doctype html>\n<html><head><meta charset="utf-8"><title>${page.path.slice(1, -5)}</title></head>\n<body>\n<h1>${page.path.slice(1, -5)}</h1>\n<nav>${links}</nav>\n${tags}\n${PAGE_SCRIPT}\n</body></html>\n`;
+    writeFileSync(join(dir, page.path), html);
+    page.bytes = Buffer.byteLength(html);
+  }
+  // The monitor's probe target (prefetch.probe_path "/"): a small page, never visited.
+  writeFileSync(join(dir, 'index.html'), `<!doctype html>\n<html><head><meta charset="utf-8"><title>index</title></head><body>\n${byCategory.map((ps) => `<a href="${ps[0].path}">${ps[0].path}</a>`).join('\n')}\n</body></html>\n`);
+  const byPath = new Map(pages.map((p) => [p.path, p]));
+  const sizes = new Map();
+  for (const p of pages) {
+    sizes.set(p.path, p.bytes);
+    for (const im of p.images) sizes.set(im.src, im.bytes);
+  }
+  return { pages, byCategory, byPath, sizes };
+}
+
+// --- processes -----------------------------------------------------------------------------------
+
+async function toxiproxyProxy(toxi, name, upstreamPort, args) {
+  const port = await freePort();
+  const call = (...a) => withTimeout(`Toxiproxy ${a[0]} ${a[1]}`, 5000, toxi.call(...a));
+  await call('POST', '/proxies', { name, listen: `127.0.0.1:${port}`, upstream: `127.0.0.1:${upstreamPort}`, enabled: true });
+  await call('POST', `/proxies/${name}/toxics`, {
+    name: 'latency', type: 'latency', stream: 'downstream', toxicity: 1,
+    attributes: { latency: args.latency, jitter: Math.round(args.latency * JITTER) },
+  });
+  if (args.condition === 'loaded-network') {
+    await call('POST', `/proxies/${name}/toxics`, { name: 'bandwidth', type: 'bandwidth', stream: 'downstream', toxicity: 1, attributes: { rate: args.bandwidthKbps } });
+  }
+  return port;
+}
+
+/** One arm's node: config file, JSON access log, its proxies. */
+async function startNode(cleanup, root, bin, arm, site, toxi, args) {
+  const dir = join(root, arm);
+  mkdirSync(dir, { recursive: true });
+  const q = JSON.stringify;
+  const accessLog = join(dir, 'access.log');
+  const port = await freePort();
+  const proxyPort = await toxiproxyProxy(toxi, arm, port, args);
+  const prefetch = [];
+  let listenerProxy = null;
+  let deadPort = null;
+  if (arm === 'none' || arm === 'speculation') {
+    // A prefetch listener whose public URL is a closed port: the munged pages name it, the
+    // agent's first hint request fails there, and the agent prefetches nothing.
+    deadPort = await freePort();
+    prefetch.push('listen = "127.0.0.1:0"', `public_url = ${q(`http://127.0.0.1:${deadPort}`)}`);
+  } else if (args.listener) {
+    const lport = await freePort();
+    listenerProxy = await toxiproxyProxy(toxi, `${arm}-listener`, lport, args);
+    prefetch.push(`listen = ${q(`127.0.0.1:${lport}`)}`, `public_url = ${q(`http://127.0.0.1:${listenerProxy}`)}`);
+  }
+  if (arm === 'no-avoidance') prefetch.push('budget = "unlimited"');
+  if (arm === 'speculation') prefetch.push('speculation_rules = true');
+  const toml = [
+    '[serve]',
+    `access_log = ${q(accessLog)}`,
+    'access_log_format = "json"',
+    `cache_control = ${q(CACHE_CONTROL)}`,
+    '',
+    '[prefetch]',
+    ...prefetch,
+    '',
+  ].join('\n');
+  const config = join(dir, 'node.toml');
+  writeFileSync(config, toml);
+  const proc = new Proc(arm, bin, ['serve', site, '--config', config, '--listen', `127.0.0.1:${port}`, '--prefetch'], { env: { ...process.env, RUST_LOG: 'warn' } });
+  cleanup.add(() => proc.kill());
+  const direct = `http://127.0.0.1:${port}`;
+  await waitFor(`the ${arm} node on port ${port}`, 20000, async () => {
+    if (!proc.alive) throw new Error(`${arm} exited: ${proc.output()}`);
+    return (await fetch(`${direct}/_slipstream/prefetch`)).ok;
+  });
+  const status = async () => withTimeout(`${arm}'s status`, 5000, (await fetch(`${direct}/_slipstream/prefetch`, { signal: AbortSignal.timeout(5000) })).json());
+  return { arm, proc, port, direct, origin: `http://127.0.0.1:${proxyPort}`, proxyPort, listenerProxy, deadPort, accessLog, toml, status };
+}
+
+// --- training ------------------------------------------------------------------------------------
+
+/** One training session against one node: each page, then its images (plain GETs). */
+async function trainSession(node, session, site, ua) {
+  let ok = 0;
+  let failed = 0;
+  const get = async (path) => {
+    try {
+      const r = await fetch(node.direct + path, { headers: { 'user-agent': ua }, signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+      await r.arrayBuffer();
+      if (r.status === 200) ok++;
+      else failed++;
+    } catch {
+      failed++;
+    }
+  };
+  for (const page of session.pages) {
+    await get(page.path);
+    const srcs = page.images.map((im) => im.src);
+    for (let i = 0; i < srcs.length; i += TRAIN_IMAGE_PARALLEL) await Promise.all(srcs.slice(i, i + TRAIN_IMAGE_PARALLEL).map(get));
+  }
+  return { ok, failed };
+}
+
+async function train(nodes, sessions, site) {
+  const tasks = [];
+  sessions.forEach((s, i) => nodes.forEach((n) => tasks.push({ node: n, session: s, ua: `${UA_PREFIX}/train/t${i}` })));
+  const sent = Object.fromEntries(nodes.map((n) => [n.arm, { ok: 0, failed: 0 }]));
+  let next = 0;
+  let done = 0;
+  const t = performance.now();
+  await Promise.all(Array.from({ length: TRAIN_CONCURRENCY }, async () => {
+    while (next < tasks.length) {
+      const task = tasks[next++];
+      const r = await trainSession(task.node, task.session, site, task.ua);
+      sent[task.node.arm].ok += r.ok;
+      sent[task.node.arm].failed += r.failed;
+      if (++done % 2000 === 0 || done === tasks.length) log(`  training: ${done}/${tasks.length} session replays, ${((performance.now() - t) / 1000).toFixed(0)} s`);
+    }
+  }));
+  // Learning is off the request path: wait until every node's model has taken every request
+  // (learnt, or counted as not queued or refused by a bound).
+  const learnt = {};
+  for (const n of nodes) {
+    const s = await waitFor(`${n.arm}'s model to learn ${sent[n.arm].ok} requests`, 60000, async () => {
+      const st = await n.status();
+      const m = st.model;
+      return m.learnt + m.unqueued + m.refused >= sent[n.arm].ok ? st : false;
+    }, 200);
+    learnt[n.arm] = { sent: sent[n.arm], model: s.model };
+  }
+  return { replays: tasks.length, seconds: round1((performance.now() - t) / 1000), by_arm: learnt };
+}
+
+// --- access logs ---------------------------------------------------------------------------------
+
+function sizeOf(path) {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** Waits until the logs stop growing for 100 ms (their writer drained), at most 2 s. */
+async function drainedSizes(paths) {
+  let last = paths.map(sizeOf);
+  for (let i = 0; i < 20; i++) {
+    await sleep(100);
+    const now = paths.map(sizeOf);
+    if (now.every((s, k) => s === last[k])) return now;
+    last = now;
+  }
+  return last;
+}
+
+function readRange(path, from, to) {
+  if (to <= from) return '';
+  const fd = openSync(path, 'r');
+  try {
+    const buf = Buffer.alloc(to - from);
+    readSync(fd, buf, 0, buf.length, from);
+    return buf.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The measured phase's lines of one node's log, by kind: requests and bytes. */
+function countLog(node, from, to) {
+  const c = { requests: 0, bytes: 0, page: 0, image: 0, hints: 0, speculationrules: 0, agent: 0, other: 0, page_bytes: 0, image_bytes: 0, status: {}, not_browser: 0 };
+  for (const line of readRange(node.accessLog, from, to).split('\n')) {
+    if (!line.trim()) continue;
+    let r;
+    try {
+      r = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (!(r.user_agent || '').startsWith(`${UA_PREFIX}/${node.arm}/`)) {
+      c.not_browser++; // the monitor's probes and anything else not from the arm's browsers
+      continue;
+    }
+    const bytes = Number(r.bytes) || 0;
+    c.requests++;
+    c.bytes += bytes;
+    c.status[r.status] = (c.status[r.status] ?? 0) + 1;
+    const target = String(r.target).split('?')[0];
+    if (target.startsWith('/_slipstream/hints')) c.hints++;
+    else if (target.startsWith('/_slipstream/speculationrules')) c.speculationrules++;
+    else if (target.startsWith('/_slipstream/')) c.agent++;
+    else if (target.startsWith('/img/')) {
+      c.image++;
+      c.image_bytes += bytes;
+    } else if (target.endsWith('.html')) {
+      c.page++;
+      c.page_bytes += bytes;
+    } else c.other++;
+  }
+  return c;
+}
+
+// --- node counters -------------------------------------------------------------------------------
+
+/** The status without its long arrays. */
+const trimStatus = (s) => {
+  const { samples, startup_curve, ...rest } = s;
+  return rest;
+};
+
+function statusDelta(a, b) {
+  const d = (f) => f(b) - f(a);
+  return {
+    demand_requests: d((s) => s.demand.requests),
+    demand_bytes: d((s) => s.demand.bytes),
+    prefetch_requests: d((s) => s.prefetch.requests),
+    prefetch_bytes: d((s) => s.prefetch.bytes),
+    via_listener_requests: d((s) => s.via_listener.requests),
+    lists: d((s) => s.lists),
+    granted_files: d((s) => s.granted_files),
+    waits: d((s) => s.waits),
+    refused_browser_prefetches: d((s) => s.refused_browser_prefetches),
+    shed_prefetches: d((s) => s.shed_prefetches),
+    page_waits: d((s) => s.page_waits),
+    hint_requests_via_listener: d((s) => s.hint_requests_via_listener),
+  };
+}
+
+// --- one series ----------------------------------------------------------------------------------
+
+async function runSeries(args, series, playwright, msnbc) {
+  const cleanup = new Cleanup();
+  const seed = 2000 + series;
+  const onSignal = async (sig) => {
+    log(`${sig}: cleaning up`);
+    await cleanup.run();
+    process.exit(130);
+  };
+  const sigs = ['SIGINT', 'SIGTERM'].map((s) => [s, () => onSignal(s)]);
+  for (const [s, fn] of sigs) process.once(s, fn);
+  const started = Date.now();
+  const loadStart = loadavg();
+  const t0 = performance.now();
+  const sinceStart = () => round1(performance.now() - t0);
+  try {
+    let work;
+    if (args.workdir) {
+      work = mkdtempSync(join(args.workdir, `000-pages-s${series}-`));
+      cleanup.add(() => rmSync(work, { recursive: true, force: true }));
+    } else {
+      work = tempDir(cleanup, `000-pages-s${series}-`);
+    }
+    const siteDir = join(work, 'site');
+    const site = writeSite(siteDir, prng(seed * 3));
+    const picked = pickSessions(msnbc, prng(seed * 5), args.sessions, args.train);
+    const mapRng = prng(seed * 7);
+    for (const s of [...picked.measured, ...picked.train]) s.pages = pagesOf(s.cats, site, mapRng);
+    const thinkRng = prng(seed * 11);
+    for (const s of picked.measured) {
+      s.think = s.pages.map((_, k) => (k === 0 ? 0 : Math.round(thinkRng.uniform(...THINK_MS))));
+      s.leave = Math.round(thinkRng.uniform(...THINK_MS)); // reading the last page
+    }
+    log(`series ${series} (seed ${seed}): ${site.pages.length} pages, ${picked.measured.length} measured sessions (${picked.measured.reduce((a, s) => a + s.pages.length, 0)} pages), ${picked.train.length} training sessions; condition ${args.condition}`);
+
+    const toxi = await Toxiproxy.start(cleanup);
+    const nodes = [];
+    for (const arm of ARMS) nodes.push(await startNode(cleanup, work, args.bin, arm, siteDir, toxi, args));
+    const nodeOf = Object.fromEntries(nodes.map((n) => [n.arm, n]));
+    // The monitors calibrate their threshold at start-up (no threshold configured): waited
+    // for, so that training traffic does not land in the start-up curve.
+    for (const n of nodes) {
+      await waitFor(`${n.arm}'s start-up calibration`, 30000, async () => {
+        const s = await n.status();
+        return s.budget !== 'monitor' || (Array.isArray(s.startup_curve) && s.startup_curve.length > 0) || s.threshold_configured;
+      }, 200);
+    }
+    // The pages are munged (the agent's registration), with the listener each arm should name.
+    for (const n of nodes) {
+      const html = await (await fetch(n.direct + site.pages[0].path)).text();
+      const m = /<script src="\/_slipstream\/agent\/register\.js"[^>]*>/.exec(html);
+      if (!m) throw new Error(`${n.arm}'s pages are not munged: ${html.slice(0, 300)}`);
+      n.munged_script = m[0];
+      if (n.deadPort && !m[0].includes(`:${n.deadPort}`)) throw new Error(`${n.arm}'s page does not name the closed listener: ${m[0]}`);
+    }
+    const swBytes = Buffer.from(await (await fetch(`${nodes[0].direct}/_slipstream/sw.js`)).arrayBuffer());
+    const build = {
+      binary: args.bin,
+      binary_mtime: new Date(statSync(args.bin).mtimeMs).toISOString(),
+      version: (() => {
+        try {
+          return execFileSync(args.bin, ['--version'], { encoding: 'utf8', timeout: 10000 }).trim();
+        } catch (e) {
+          return `unknown (${e.message.split('\n')[0]})`;
+        }
+      })(),
+      served_sw_js_sha256: createHash('sha256').update(swBytes).digest('hex'),
+      sw_js_has_storable: swBytes.includes('storable('),
+      git_head: git(['rev-parse', 'HEAD']),
+      git_dirty: git(['status', '--porcelain', '--', 'web/agent', 'crates', 'experiments/000/pages.mjs']),
+    };
+
+    log(`  training ${picked.train.length} sessions on each of the ${nodes.length} nodes`);
+    const training = await train(nodes, picked.train, site);
+    log(`  trained in ${training.seconds} s`);
+    const statusBefore = {};
+    for (const n of nodes) statusBefore[n.arm] = await n.status();
+    const logFrom = await drainedSizes(nodes.map((n) => n.accessLog));
+
+    // The measured sessions. A browser still open when the series fails is closed with it.
+    const chromiumPath = chromiumBinary();
+    const live = new Set();
+    cleanup.add(() => Promise.all([...live].map((c) => withTimeout('closing a browser', CLOSE_TIMEOUT_MS, c.close()).catch(() => {}))));
+    const loads = [];
+    const sessions = [];
+    const budgets = [];
+    const deadline = Date.now() + 300000 + picked.measured.reduce((a, s) => a + s.pages.length, 0) * ARMS.length * 15000;
+    const measuredFrom = sinceStart();
+
+    /** One session in one arm's fresh browser; never throws (a failure is recorded). */
+    async function runSession(arm, s, k) {
+      const node = nodeOf[arm];
+      const rec = { arm, session: k, msnbc_index: s.index, pages: s.pages.length, t_ms: sinceStart() };
+      const profile = mkdtempSync(join(work, `profile-${arm}-`));
+      let context = null;
+      const responses = [];
+      const specRequests = [];
+      try {
+        context = await withTimeout(`Chromium for ${arm} to start`, LAUNCH_TIMEOUT_MS + 10000, playwright.chromium.launchPersistentContext(profile, {
+          executablePath: chromiumPath,
+          headless: true,
+          args: [...CHROMIUM_ARGS, `--user-agent=${UA(arm, k)}`],
+          serviceWorkers: 'allow',
+          timeout: LAUNCH_TIMEOUT_MS,
+        }));
+        live.add(context);
+        const page = context.pages()[0] ?? (await context.newPage());
+        page.on('response', (r) => {
+          try {
+            const u = new URL(r.url());
+            if (u.origin !== node.origin) return;
+            const h = r.headers();
+            responses.push({ path: u.pathname, sw: r.fromServiceWorker(), prefetched: h[STORED_AT] !== undefined, status: r.status() });
+          } catch {
+            // a response from elsewhere
+          }
+        });
+        context.on('request', (r) => {
+          const p = r.headers()['sec-purpose'];
+          if (p && p.includes('prefetch')) specRequests.push({ url: r.url(), t_ms: sinceStart() });
+        });
+        for (let step = 0; step < s.pages.length; step++) {
+          const pg = s.pages[step];
+          const url = node.origin + pg.path;
+          const lr = { arm, session: k, step, page: pg.path, category: CATEGORIES[pg.category], images: pg.images.length, think_ms: s.think[step] };
+          if (step > 0) {
+            await sleep(s.think[step]);
+            // What the worker held when the user moved on.
+            lr.worker_before = await withTimeout('the worker state', EVAL_TIMEOUT_MS, page.evaluate(() => window.slipstreamAgent ? window.slipstreamAgent.state().then((st) => st.prefetch) : null)).catch((e) => ({ error: e.message }));
+          }
+          const from = responses.length;
+          lr.t_ms = sinceStart();
+          try {
+            let resp;
+            if (step === 0) {
+              resp = await page.goto(url, { waitUntil: 'commit', timeout: GOTO_TIMEOUT_MS });
+            } else {
+              const nav = page.waitForNavigation({ waitUntil: 'commit', timeout: GOTO_TIMEOUT_MS });
+              await page.evaluate((u) => {
+                setTimeout(() => location.assign(u), 0);
+              }, url);
+              resp = await nav;
+            }
+            const handle = await page.waitForFunction(() => window.__bench, null, { timeout: LOAD_TIMEOUT_MS, polling: 20 });
+            const r = await withTimeout('the load result', EVAL_TIMEOUT_MS, handle.jsonValue());
+            if (!page.url().endsWith(pg.path)) throw new Error(`landed on ${page.url()}, not ${pg.path}`);
+            const mine = responses.slice(from);
+            Object.assign(lr, {
+              ok: true,
+              ms: r.ms,
+              broken: r.broken.length,
+              html_from_sw: resp ? resp.fromServiceWorker() : null,
+              html_prefetched: resp ? resp.headers()[STORED_AT] !== undefined : null,
+              images_prefetched: mine.filter((x) => x.path.startsWith('/img/') && x.prefetched).length,
+              images_from_sw: mine.filter((x) => x.path.startsWith('/img/') && x.sw).length,
+              delivery_type: r.delivery_type,
+              speculative: r.delivery_type === 'navigational-prefetch',
+              controlled: r.controlled,
+              worker_start_ms: r.worker_start,
+              html_end_ms: r.html_end,
+              html_transfer: r.html_transfer,
+              img_transfer: r.img_transfer,
+              img_last_end_ms: r.img_last_end,
+            });
+            if (r.broken.length) lr.broken_src = r.broken;
+          } catch (e) {
+            Object.assign(lr, { ok: false, error: String(e.message).split('\n')[0].slice(0, 300) });
+          }
+          lr.end_ms = sinceStart();
+          loads.push(lr);
+          if (!lr.ok) break; // the rest of this session would navigate from a broken page
+        }
+        // The user reads the last page, then leaves: what the worker prefetched by then.
+        await sleep(s.leave);
+        rec.worker = await withTimeout('the worker state', EVAL_TIMEOUT_MS, page.evaluate(() => window.slipstreamAgent ? window.slipstreamAgent.state().then((st) => st.prefetch) : null)).catch((e) => ({ error: e.message }));
+        // Bytes used: the distinct URLs the worker answered from its prefetch cache (by the
+        // mark it puts on them), at their sizes in the site (a munged page is ~150 bytes more).
+        const used = new Set(responses.filter((x) => x.prefetched).map((x) => x.path));
+        rec.used_urls = used.size;
+        rec.used_bytes = [...used].reduce((a, p) => a + (site.sizes.get(p) ?? 0), 0);
+        rec.served_responses = responses.filter((x) => x.prefetched).length;
+        rec.speculation_requests = specRequests.length;
+        rec.speculation_urls = specRequests.map((x) => new URL(x.url).pathname);
+      } catch (e) {
+        rec.error = String(e.message).split('\n')[0].slice(0, 300);
+      } finally {
+        if (context) {
+          await withTimeout(`closing ${arm}'s browser`, CLOSE_TIMEOUT_MS, context.close()).catch((e) => (rec.close_error = e.message));
+          live.delete(context);
+        }
+        rmSync(profile, { recursive: true, force: true });
+      }
+      rec.end_ms = sinceStart();
+      return rec;
+    }
+
+    for (let k = 0; k < picked.measured.length; k++) {
+      if (Date.now() > deadline) throw new Error(`series ${series} ran past its deadline after ${k} sessions`);
+      const s = picked.measured[k];
+      const order = [...ARMS.slice(k % ARMS.length), ...ARMS.slice(0, k % ARMS.length)];
+      for (const arm of order) sessions.push(await runSession(arm, s, k));
+      const b = { session: k, t_ms: sinceStart() };
+      for (const n of nodes) {
+        const st = await n.status().catch(() => null);
+        b[n.arm] = st ? { budget_per_s: st.budget_per_s, shedding: st.shedding, threshold_us: st.threshold_us } : null;
+      }
+      budgets.push(b);
+      log(`  session ${k + 1}/${picked.measured.length} (${s.pages.length} pages) at ${(sinceStart() / 1000).toFixed(0)} s`);
+    }
+
+    const logTo = await drainedSizes(nodes.map((n) => n.accessLog));
+    const statusAfter = {};
+    for (const n of nodes) statusAfter[n.arm] = await n.status();
+    const origin = {};
+    nodes.forEach((n, i) => {
+      origin[n.arm] = { counters: statusDelta(statusBefore[n.arm], statusAfter[n.arm]), access_log: countLog(n, logFrom[i], logTo[i]) };
+    });
+
+    const result = {
+      experiment: 'paper 000 Fig. 13 in Chromium: page loads with and without NPS prefetching (issue 43 item 1)',
+      series, seed, quick: args.quick, condition: args.condition,
+      started: new Date(started).toISOString(),
+      build,
+      host: { cpus: cpus().length, loadavg_start: loadStart, loadavg_end: loadavg() },
+      parameters: {
+        CATEGORIES, PAGES_PER_CATEGORY, IMAGES_PER_PAGE, IMAGE_KB, ZIPF_S, SAME_CATEGORY_LINKS, FOLLOW_LINK, MAX_PAGES, MIN_MEASURED_PAGES,
+        THINK_MS, latency_ms: args.latency, jitter: JITTER, bandwidth_kbps: args.condition === 'loaded-network' ? args.bandwidthKbps : null,
+        listener: args.listener, cache_control: CACHE_CONTROL, sessions: args.sessions, train_sessions: args.train, TRAIN_CONCURRENCY, TRAIN_IMAGE_PARALLEL,
+      },
+      nodes: nodes.map((n) => ({ arm: n.arm, port: n.port, proxy: n.proxyPort, listener_proxy: n.listenerProxy, dead_listener_port: n.deadPort, config: n.toml, munged_script: n.munged_script })),
+      site: { pages: site.pages.length, images: site.pages.reduce((a, p) => a + p.images.length, 0), bytes: [...site.sizes.values()].reduce((a, b) => a + b, 0), mean_page_bytes: Math.round(site.pages.reduce((a, p) => a + p.bytes + p.images.reduce((b, im) => b + im.bytes, 0), 0) / site.pages.length) },
+      measured_sessions: picked.measured.map((s) => ({ msnbc_index: s.index, categories: s.cats.map((c) => CATEGORIES[c]), pages: s.pages.map((p) => p.path), think_ms: s.think, leave_ms: s.leave })),
+      training,
+      measured_from_ms: measuredFrom,
+      loads,
+      sessions,
+      budgets,
+      origin,
+      status_before: Object.fromEntries(Object.entries(statusBefore).map(([k, v]) => [k, trimStatus(v)])),
+      status_after: Object.fromEntries(Object.entries(statusAfter).map(([k, v]) => [k, trimStatus(v)])),
+      startup_curves: Object.fromEntries(Object.entries(statusAfter).map(([k, v]) => [k, { threshold_us: v.threshold_us, source: v.threshold_source, curve: v.startup_curve }])),
+      duration_s: round1((performance.now() - t0) / 1000),
+    };
+    result.summary = summarise(result);
+    return result;
+  } finally {
+    for (const [s, fn] of sigs) process.removeListener(s, fn);
+    await cleanup.run();
+  }
+}
+
+// --- statistics ----------------------------------------------------------------------------------
+
+function stats(values) {
+  if (values.length === 0) return { n: 0 };
+  const v = [...values].sort((a, b) => a - b);
+  const q = (p) => v[Math.min(v.length - 1, Math.max(0, Math.ceil(p * v.length) - 1))];
+  return { n: v.length, mean: v.reduce((a, b) => a + b, 0) / v.length, p50: q(0.5), p95: q(0.95) };
+}
+
+function summarise(result) {
+  const out = { arms: {}, paired: {} };
+  const key = (r) => `${r.session}/${r.step}`;
+  const byArm = Object.fromEntries(ARMS.map((a) => [a, result.loads.filter((r) => r.arm === a)]));
+  for (const arm of ARMS) {
+    const recs = byArm[arm];
+    const good = recs.filter((r) => r.ok && r.broken === 0);
+    const later = good.filter((r) => r.step > 0);
+    const sess = result.sessions.filter((s) => s.arm === arm);
+    const w = sess.map((s) => s.worker).filter((x) => x && typeof x.fetched === 'number');
+    const fetchedBytes = w.reduce((a, x) => a + x.bytes, 0);
+    const usedBytes = sess.reduce((a, s) => a + (s.used_bytes ?? 0), 0);
+    out.arms[arm] = {
+      loads: recs.length,
+      failed: recs.filter((r) => !r.ok).length,
+      with_broken: recs.filter((r) => r.ok && r.broken > 0).length,
+      all: stats(good.map((r) => r.ms)),
+      later: stats(later.map((r) => r.ms)),
+      later_pages: recs.filter((r) => r.step > 0).length,
+      html_prefetched: recs.filter((r) => r.step > 0 && r.html_prefetched).length,
+      speculative: recs.filter((r) => r.step > 0 && r.speculative).length,
+      images_prefetched: recs.reduce((a, r) => a + (r.images_prefetched ?? 0), 0),
+      images: recs.reduce((a, r) => a + (r.ok ? r.images : 0), 0),
+      not_controlled: recs.filter((r) => r.ok && r.step > 0 && !r.controlled).length,
+      sessions: sess.length,
+      session_errors: sess.filter((s) => s.error).length,
+      worker: {
+        asked: w.reduce((a, x) => a + x.asked, 0),
+        lists: w.reduce((a, x) => a + x.lists, 0),
+        waits: w.reduce((a, x) => a + x.waits + x.page_waits, 0),
+        fetched: w.reduce((a, x) => a + x.fetched, 0),
+        failed: w.reduce((a, x) => a + x.failed + x.refused, 0),
+        served: w.reduce((a, x) => a + x.served, 0),
+        bytes: fetchedBytes,
+      },
+      used_bytes: usedBytes,
+      wasted_bytes: Math.max(0, fetchedBytes - usedBytes),
+      speculation_requests: sess.reduce((a, s) => a + (s.speculation_requests ?? 0), 0),
+      origin: result.origin[arm],
+    };
+  }
+  // Paired per (session, page): each arm against none, pages after the first, both complete.
+  const base = new Map(byArm.none.filter((r) => r.ok && r.broken === 0 && r.step > 0).map((r) => [key(r), r.ms]));
+  for (const arm of ARMS.filter((a) => a !== 'none')) {
+    const d = [];
+    const ratios = [];
+    for (const r of byArm[arm]) {
+      if (!(r.ok && r.broken === 0 && r.step > 0) || !base.has(key(r))) continue;
+      d.push(r.ms - base.get(key(r)));
+      ratios.push(r.ms / base.get(key(r)));
+    }
+    const s = stats(d);
+    if (s.n > 1) {
+      const sd = Math.sqrt(d.reduce((a, x) => a + (x - s.mean) ** 2, 0) / (d.length - 1));
+      s.ci95 = 1.96 * sd / Math.sqrt(d.length);
+    }
+    const mine = out.arms[arm].later.mean;
+    const theirs = out.arms.none.later.mean;
+    out.paired[arm] = { pairs: s.n, mean_diff_ms: s.mean ?? null, ci95_ms: s.ci95 ?? null, median_ratio: stats(ratios).p50 ?? null, ratio_of_means: mine && theirs ? mine / theirs : null };
+  }
+  return out;
+}
+
+function tables(result) {
+  const f = (v, d = 0) => (v === undefined || v === null || Number.isNaN(v) ? '—' : v.toFixed(d));
+  const kb = (b) => (b === undefined || b === null ? '—' : (b / 1024).toFixed(0));
+  const h = result.host;
+  const lines = [
+    `\n${result.quick ? 'QUICK run (development only, not a result): ' : ''}condition ${result.condition}, series ${result.series}: ${result.measured_sessions.length} sessions, ${result.loads.length} page loads, latency ${result.parameters.latency_ms} ms ±${result.parameters.jitter * 100} %, ${result.training.replays / ARMS.length} training sessions a node (${result.training.seconds} s); ${result.duration_s} s; load average ${h.loadavg_start[0].toFixed(2)} at the start, ${h.loadavg_end[0].toFixed(2)} at the end (${h.cpus} CPUs)`,
+    '',
+    '| arm | loads | failed | broken | mean ms (pages 2+) | p50 | p95 | mean ms (all pages) | p95 | paired diff vs none (ms, ±95 %) | ratio of means | pages from prefetch (2+) | images from prefetch |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const arm of ARMS) {
+    const s = result.summary.arms[arm];
+    const p = result.summary.paired[arm];
+    const fromPrefetch = arm === 'speculation' ? s.speculative : s.html_prefetched;
+    lines.push(`| ${arm} | ${s.loads} | ${s.failed} | ${s.with_broken} | ${f(s.later.mean)} | ${f(s.later.p50)} | ${f(s.later.p95)} | ${f(s.all.mean)} | ${f(s.all.p95)} | ${p ? `${f(p.mean_diff_ms)} ± ${f(p.ci95_ms)} (${p.pairs})` : '—'} | ${p ? f(p.ratio_of_means, 3) : '—'} | ${fromPrefetch}/${s.later_pages} | ${s.images_prefetched}/${s.images} |`);
+  }
+  lines.push('', '| arm | worker: hint requests | lists | waits | files prefetched | KB prefetched | KB used | KB wasted | browser prefetches (Sec-Purpose) | node: demand requests | demand KB | prefetch requests | prefetch KB | refused browser prefetches | access log: requests | KB |', '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const arm of ARMS) {
+    const s = result.summary.arms[arm];
+    const c = s.origin.counters;
+    const a = s.origin.access_log;
+    lines.push(`| ${arm} | ${s.worker.asked} | ${s.worker.lists} | ${s.worker.waits} | ${s.worker.fetched} | ${kb(s.worker.bytes)} | ${kb(s.used_bytes)} | ${kb(s.wasted_bytes)} | ${s.speculation_requests} | ${c.demand_requests} | ${kb(c.demand_bytes)} | ${c.prefetch_requests} | ${kb(c.prefetch_bytes)} | ${c.refused_browser_prefetches} | ${a.requests} | ${kb(a.bytes)} |`);
+  }
+  return lines.join('\n');
+}
+
+// --- main ----------------------------------------------------------------------------------------
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const require = createRequire(join(REPO, 'web', 'browser', 'package.json'));
+  let playwright;
+  try {
+    playwright = require('playwright-core');
+  } catch (e) {
+    throw new Error(`playwright-core is not installed: run \`npm ci\` in web/browser (${e.message})`);
+  }
+  const outDir = join(REPO, 'docs', 'experiments', 'data', '000-pages');
+  mkdirSync(outDir, { recursive: true });
+  const fileOf = (s) => join(outDir, `${args.quick ? 'quick-' : ''}${args.condition}-${s}.json`);
+  if (args.tablesOnly) {
+    for (const s of args.series) {
+      const result = JSON.parse(readFileSync(fileOf(s), 'utf8'));
+      result.summary = summarise(result);
+      writeFileSync(fileOf(s), JSON.stringify(result, null, 1) + '\n');
+      console.log(tables(result));
+    }
+    return;
+  }
+  const t = performance.now();
+  const msnbc = readMsnbc();
+  log(`msnbc990928.seq: ${msnbc.length} sessions`);
+  for (const s of args.series) {
+    const result = await runSeries(args, s, playwright, msnbc);
+    writeFileSync(fileOf(s), JSON.stringify(result, null, 1) + '\n');
+    console.log(tables(result));
+    log(`  wrote ${fileOf(s)}`);
+  }
+  log(`done in ${((performance.now() - t) / 1000).toFixed(0)} s`);
+}
+
+main().catch((e) => {
+  console.error(e.stack || String(e));
+  process.exit(1);
+});

@@ -47,12 +47,19 @@
 
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, closeSync, openSync, readSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 
 import { CHROMIUM_ARGS, Cleanup, Proc, REPO, Toxiproxy, chromiumBinary, freePort, png, tempDir, waitFor } from '../../web/browser/harness.mjs';
+import { drainedSizes, git, latencyProxy, log, prng as basePrng, readRange, sleep, stats, withTimeout } from '../lib/bench.mjs';
+
+/** The shared PRNG, its Zipf at this site's exponent. */
+function prng(seed) {
+  const r = basePrng(seed);
+  return { ...r, zipf: (n, s = ZIPF_S) => r.zipf(n, s) };
+}
 
 // --- parameters ----------------------------------------------------------------------------------
 
@@ -132,49 +139,6 @@ function parseArgs(argv) {
   return a;
 }
 
-// --- a small seeded PRNG (mulberry32), as experiments/001/page-bench.mjs ----------------------------
-
-function prng(seed) {
-  let s = seed >>> 0;
-  const next = () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return {
-    next,
-    uniform: (lo, hi) => lo + (hi - lo) * next(),
-    int: (lo, hi) => lo + Math.floor(next() * (hi - lo + 1)), // inclusive
-    /** An index in [0, n) drawn Zipf(s): P(i) ∝ 1 / (i + 1)^s. */
-    zipf(n, s = ZIPF_S) {
-      let total = 0;
-      for (let i = 0; i < n; i++) total += 1 / (i + 1) ** s;
-      let x = next() * total;
-      for (let i = 0; i < n; i++) {
-        x -= 1 / (i + 1) ** s;
-        if (x < 0) return i;
-      }
-      return n - 1;
-    },
-  };
-}
-
-function git(args) {
-  try {
-    return execFileSync('git', ['-C', REPO, ...args], { encoding: 'utf8', timeout: 10000 }).trim();
-  } catch {
-    return null;
-  }
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
-function withTimeout(what, ms, promise) {
-  let timer;
-  return Promise.race([promise, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms)))]).finally(() => clearTimeout(timer));
-}
-const log = (...a) => console.error(...a);
 const round1 = (x) => Math.round(x * 10) / 10;
 
 // --- the MSNBC sessions ----------------------------------------------------------------------------
@@ -330,18 +294,12 @@ function writeSite(dir, rng) {
 
 // --- processes -----------------------------------------------------------------------------------
 
-async function toxiproxyProxy(toxi, name, upstreamPort, args) {
-  const port = await freePort();
-  const call = (...a) => withTimeout(`Toxiproxy ${a[0]} ${a[1]}`, 5000, toxi.call(...a));
-  await call('POST', '/proxies', { name, listen: `127.0.0.1:${port}`, upstream: `127.0.0.1:${upstreamPort}`, enabled: true });
-  await call('POST', `/proxies/${name}/toxics`, {
-    name: 'latency', type: 'latency', stream: 'downstream', toxicity: 1,
-    attributes: { latency: args.latency, jitter: Math.round(args.latency * JITTER) },
-  });
-  if (args.condition === 'loaded-network') {
-    await call('POST', `/proxies/${name}/toxics`, { name: 'bandwidth', type: 'bandwidth', stream: 'downstream', toxicity: 1, attributes: { rate: args.bandwidthKbps } });
-  }
-  return port;
+/** A proxy to `upstreamPort` with the WAN's latency, and its bandwidth in `loaded-network`. */
+function toxiproxyProxy(toxi, name, upstreamPort, args) {
+  const more = args.condition === 'loaded-network'
+    ? [{ name: 'bandwidth', type: 'bandwidth', stream: 'downstream', toxicity: 1, attributes: { rate: args.bandwidthKbps } }]
+    : [];
+  return latencyProxy(toxi, name, upstreamPort, args.latency, JITTER, more);
 }
 
 /** One arm's node: config file, JSON access log, its proxies. */
@@ -446,39 +404,6 @@ async function train(nodes, sessions, site) {
 
 // --- access logs ---------------------------------------------------------------------------------
 
-function sizeOf(path) {
-  try {
-    return statSync(path).size;
-  } catch {
-    return 0;
-  }
-}
-
-/** Waits until the logs stop growing for 100 ms (their writer drained), at most 2 s. */
-async function drainedSizes(paths) {
-  let last = paths.map(sizeOf);
-  for (let i = 0; i < 20; i++) {
-    await sleep(100);
-    const now = paths.map(sizeOf);
-    if (now.every((s, k) => s === last[k])) return now;
-    last = now;
-  }
-  return last;
-}
-
-function readRange(path, from, to) {
-  if (to <= from) return '';
-  const fd = openSync(path, 'r');
-  try {
-    const buf = Buffer.alloc(to - from);
-    readSync(fd, buf, 0, buf.length, from);
-    return buf.toString('utf8');
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** The measured phase's lines of one node's log, by kind: requests and bytes. */
 function countLog(node, from, to) {
   const c = { requests: 0, bytes: 0, page: 0, image: 0, hints: 0, speculationrules: 0, agent: 0, other: 0, page_bytes: 0, image_bytes: 0, status: {}, not_browser: 0 };
   for (const line of readRange(node.accessLog, from, to).split('\n')) {
@@ -792,12 +717,6 @@ async function runSeries(args, series, playwright, msnbc) {
 
 // --- statistics ----------------------------------------------------------------------------------
 
-function stats(values) {
-  if (values.length === 0) return { n: 0 };
-  const v = [...values].sort((a, b) => a - b);
-  const q = (p) => v[Math.min(v.length - 1, Math.max(0, Math.ceil(p * v.length) - 1))];
-  return { n: v.length, mean: v.reduce((a, b) => a + b, 0) / v.length, p50: q(0.5), p95: q(0.95) };
-}
 
 function summarise(result) {
   const out = { arms: {}, paired: {} };

@@ -34,13 +34,14 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 
 import { blockLookup, parseBlock } from '../../web/agent/agent.mjs';
 import { CHROMIUM_ARGS, Cleanup, Proc, REPO, Toxiproxy, chromiumBinary, freePort, png, tempDir, waitFor } from '../../web/browser/harness.mjs';
+import { drainedSizes, git, latencyProxy, log, prng, readRange, sleep, stats, withTimeout } from '../lib/bench.mjs';
 
 // --- parameters (the WAN and the weather as get-bench.py names them) ---------------------------
 
@@ -99,46 +100,6 @@ function parseArgs(argv) {
   if (!a.tablesOnly && !existsSync(a.bin)) throw new Error(`the slipstream binary ${a.bin} is missing (build it, or pass --bin)`);
   return a;
 }
-
-// --- a small seeded PRNG (mulberry32) ---------------------------------------------------------
-
-function prng(seed) {
-  let s = seed >>> 0;
-  const next = () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return {
-    next,
-    uniform: (lo, hi) => lo + (hi - lo) * next(),
-    int: (lo, hi) => lo + Math.floor(next() * (hi - lo + 1)), // inclusive
-    shuffle(xs) {
-      for (let i = xs.length - 1; i > 0; i--) {
-        const j = Math.floor(next() * (i + 1));
-        [xs[i], xs[j]] = [xs[j], xs[i]];
-      }
-      return xs;
-    },
-  };
-}
-
-function git(args) {
-  try {
-    return execFileSync('git', ['-C', REPO, ...args], { encoding: 'utf8', timeout: 10000 }).trim();
-  } catch {
-    return null;
-  }
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
-function withTimeout(what, ms, promise) {
-  let timer;
-  return Promise.race([promise, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms)))]).finally(() => clearTimeout(timer));
-}
-const log = (...a) => console.error(...a);
 
 // --- the site ----------------------------------------------------------------------------------
 
@@ -245,17 +206,6 @@ function writeSite(dir, rng) {
 // --- processes ----------------------------------------------------------------------------------
 
 /** A Toxiproxy proxy with the series' latency and ±10 % jitter (harness's has no jitter). */
-async function proxyWithJitter(toxi, name, upstreamPort, latencyMs) {
-  const port = await freePort();
-  const call = (...a) => withTimeout(`Toxiproxy ${a[0]} ${a[1]}`, 5000, toxi.call(...a));
-  await call('POST', '/proxies', { name, listen: `127.0.0.1:${port}`, upstream: `127.0.0.1:${upstreamPort}`, enabled: true });
-  await call('POST', `/proxies/${name}/toxics`, {
-    name: 'latency', type: 'latency', stream: 'downstream', toxicity: 1,
-    attributes: { latency: latencyMs, jitter: Math.max(1, Math.round(latencyMs * JITTER)) },
-  });
-  return port;
-}
-
 /** One cluster member: config file, data dir, JSON access log. */
 async function startMember(cleanup, root, bin, spec) {
   const dir = join(root, `${spec.policy}-${spec.name}`);
@@ -294,38 +244,6 @@ async function startMember(cleanup, root, bin, spec) {
 }
 
 // --- access logs -------------------------------------------------------------------------------
-
-function sizeOf(path) {
-  try {
-    return statSync(path).size;
-  } catch {
-    return 0;
-  }
-}
-
-/** Waits until the logs stop growing for 100 ms (their writer thread drained), at most 2 s. */
-async function drainedSizes(paths) {
-  let last = paths.map(sizeOf);
-  for (let i = 0; i < 20; i++) {
-    await sleep(100);
-    const now = paths.map(sizeOf);
-    if (now.every((s, k) => s === last[k])) return now;
-    last = now;
-  }
-  return last;
-}
-
-function readRange(path, from, to) {
-  if (to <= from) return '';
-  const fd = openSync(path, 'r');
-  try {
-    const buf = Buffer.alloc(to - from);
-    readSync(fd, buf, 0, buf.length, from);
-    return buf.toString('utf8');
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /** Lines of the bench's arms in [from, to) of each member's log, counted per arm and member. */
 function countLines(members, from, to) {
@@ -454,15 +372,6 @@ class Weather {
   }
 }
 
-// --- statistics -------------------------------------------------------------------------------
-
-function stats(values) {
-  if (values.length === 0) return { n: 0 };
-  const v = [...values].sort((a, b) => a - b);
-  const q = (p) => v[Math.min(v.length - 1, Math.max(0, Math.ceil(p * v.length) - 1))];
-  return { n: v.length, mean: v.reduce((a, b) => a + b, 0) / v.length, p50: q(0.5), p95: q(0.95) };
-}
-
 // --- one series -------------------------------------------------------------------------------
 
 async function runSeries(args, series, playwright) {
@@ -505,7 +414,7 @@ async function runSeries(args, series, playwright) {
         gossip.push(await freePort());
       }
       const proxies = [];
-      for (let i = 0; i < 3; i++) proxies.push(await proxyWithJitter(toxi, `${policy}-${NAMES[i]}`, ports[i], order[i]));
+      for (let i = 0; i < 3; i++) proxies.push(await latencyProxy(toxi, `${policy}-${NAMES[i]}`, ports[i], order[i], JITTER));
       for (let i = 0; i < 3; i++) {
         members.push(await startMember(cleanup, work, args.bin, {
           policy, name: NAMES[i], site, port: ports[i], gossipPort: gossip[i], proxyPort: proxies[i], latency_ms: order[i],

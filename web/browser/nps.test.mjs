@@ -68,12 +68,17 @@ async function train(node) {
   await waitFor('the node to learn 24 demand requests', 10000, async () => (await node.status()).model.learnt >= 24);
 }
 
-async function browser(cleanup, chromium) {
+/** A node that gives every hint request a list of two, through a prefetch listener. */
+const UNLIMITED = ['prefetch.budget=unlimited', 'prefetch.listen=127.0.0.1:0', 'prefetch.doc_files=2'];
+
+/** A headless Chromium on a fresh profile; `extraHTTPHeaders` on every request it sends. */
+async function browser(cleanup, chromium, extraHTTPHeaders = undefined) {
   const profile = tempDir(cleanup, 'slipstream-nps-profile-');
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: chromiumBinary(),
     headless: true,
     args: CHROMIUM_ARGS,
+    extraHTTPHeaders,
   });
   cleanup.add(() => context.close());
   const page = context.pages()[0] ?? (await context.newPage());
@@ -87,12 +92,7 @@ test('NPS agent: hinted pages prefetched through the prefetch listener are serve
   const root = tempDir(cleanup, 'slipstream-nps-');
   // With the cost measurement on, so that the page says when it was served and the worker
   // reports it (the budget is unlimited: no quiet period, nothing braked).
-  const node = await startNode(cleanup, root, [
-    'prefetch.budget=unlimited',
-    'prefetch.listen=127.0.0.1:0',
-    'prefetch.doc_files=2',
-    'prefetch.cost_target=0.05',
-  ]);
+  const node = await startNode(cleanup, root, [...UNLIMITED, 'prefetch.cost_target=0.05']);
   await train(node);
   const listener = (await node.status()).listener;
   assert.ok(listener && listener.base.startsWith('http://127.0.0.1:'), `a prefetch listener: ${JSON.stringify(listener)}`);
@@ -133,25 +133,13 @@ test('NPS agent: Save-Data turns prefetching off', { timeout: 120000 }, async (t
   const cleanup = new Cleanup();
   t.after(() => cleanup.run());
   const { chromium } = await playwright();
-  const root = tempDir(cleanup, 'slipstream-nps-');
-  // The same node as the first test, whose unlimited budget would prefetch for this page.
-  const node = await startNode(cleanup, root, [
-    'prefetch.budget=unlimited',
-    'prefetch.listen=127.0.0.1:0',
-    'prefetch.doc_files=2',
-  ]);
+  // The node of the first test (without the cost measurement), whose unlimited budget would
+  // prefetch for this page.
+  const node = await startNode(cleanup, tempDir(cleanup, 'slipstream-nps-'), UNLIMITED);
   await train(node);
   // A browser whose user asked to save data: every request it sends, the worker's included,
   // says `Save-Data: on`.
-  const profile = tempDir(cleanup, 'slipstream-nps-profile-');
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: chromiumBinary(),
-    headless: true,
-    args: CHROMIUM_ARGS,
-    extraHTTPHeaders: { 'Save-Data': 'on' },
-  });
-  cleanup.add(() => context.close());
-  const page = context.pages()[0] ?? (await context.newPage());
+  const { page } = await browser(cleanup, chromium, { 'Save-Data': 'on' });
   await page.goto(`${node.origin}/a.html`);
   const counts = await page.evaluate(() => window.slipstreamAgent.prefetched);
   t.diagnostic(`the worker's prefetch record: ${JSON.stringify(counts.prefetch)}`);

@@ -24,10 +24,12 @@
 //!   (a second estimate with τ = [`Config::long_decay`], 60 s, weighted by time alone), so a
 //!   replica that is merely slow is not retried with user requests: the distance between the
 //!   two shrinks by `e^(−age/relax)`, age the time since the last sample and
-//!   [`Config::relax`] 2 s (only downward: an estimate below the long-run mean stays). After a spike on the fastest replica, traffic returns to it a
-//!   second or two after the spike's last sample, without a probe; after a lasting slow-down,
-//!   the long-run mean rises with each retry and the retries stop. The next sample updates
-//!   the relaxed value, not the stale one.
+//!   [`Config::relax`] 2 s (only downward: an estimate below the long-run mean stays). After
+//!   a spike on the fastest replica, traffic returns to it a second or two after the spike's
+//!   last sample, without a probe; after a lasting slow-down, the long-run mean rises with each
+//!   retry and the retries stop. The next sample updates the relaxed value, not the stale one.
+//!   The cost: in spells of one to two seconds (brownouts), a relaxed retry often lands in the
+//!   same spell (`docs/experiments/001-get.md`).
 //! - **Bounded exploration** (the ε of bandit algorithms, spent as a budget as The Tail at
 //!   Scale spends hedges): every user request ([`Select::requested`]) earns
 //!   [`Config::budget`] (0.02) of a token, at most [`Config::burst`] held; an exploration

@@ -809,6 +809,61 @@ function tables(result) {
 
 // --- main ----------------------------------------------------------------------------------------
 
+/**
+ * The chart of `results` (one per series): per series, each arm's mean load time of the pages
+ * after a session's first (solid) and its p95 (light), and the prefetched bytes used and
+ * wasted per page. SVG, no dependencies.
+ */
+function chart(results, condition) {
+  const colors = { none: '#7f7f7f', nps: '#1f77b4', 'no-avoidance': '#ff7f0e', speculation: '#2ca02c' };
+  const groupW = 4 * 44 + 40;
+  const W = 90 + results.length * groupW * 2 + 40;
+  const H = 330;
+  const T = 44;
+  const B = 70;
+  const ph = H - T - B;
+  const ms = results.flatMap((r) => ARMS.map((a) => r.summary.arms[a].later.p95 ?? 0));
+  const top = Math.max(100, Math.ceil(Math.max(...ms) / 100) * 100);
+  const kb = results.flatMap((r) => ARMS.map((a) => (r.summary.arms[a].worker.bytes ?? 0) / 1024 / Math.max(1, r.summary.arms[a].loads)));
+  const topKb = Math.max(100, Math.ceil(Math.max(...kb) / 250) * 250);
+  const y = (v, max) => T + ph * (1 - Math.min(v, max) / max);
+  const out = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11">`,
+    `<text x="${W / 2}" y="18" text-anchor="middle" font-size="13">NPS in Chromium, ${condition}: load time of later pages (left) and prefetched KB per page (right)</text>`,
+    `<text x="${W / 2}" y="33" text-anchor="middle" font-size="10">left: mean (solid) and p95 (light), ms; right: the agent's prefetches, used (solid) and wasted (light), KB per page load (Chromium's own Speculation Rules prefetches are not in it)</text>`,
+  ];
+  const x0 = 60;
+  for (let v = 0; v <= top; v += top / 5) {
+    out.push(`<line x1="${x0}" x2="${x0 + results.length * groupW}" y1="${y(v, top).toFixed(1)}" y2="${y(v, top).toFixed(1)}" stroke="#ddd"/><text x="${x0 - 5}" y="${(y(v, top) + 4).toFixed(1)}" text-anchor="end">${v}</text>`);
+  }
+  const x1 = x0 + results.length * groupW + 60;
+  for (let v = 0; v <= topKb; v += topKb / 5) {
+    out.push(`<line x1="${x1}" x2="${x1 + results.length * groupW}" y1="${y(v, topKb).toFixed(1)}" y2="${y(v, topKb).toFixed(1)}" stroke="#ddd"/><text x="${x1 - 5}" y="${(y(v, topKb) + 4).toFixed(1)}" text-anchor="end">${Math.round(v)}</text>`);
+  }
+  results.forEach((r, g) => {
+    ARMS.forEach((a, i) => {
+      const s = r.summary.arms[a];
+      const bx = x0 + 20 + g * groupW + i * 44;
+      const bar = (x, v, max, opacity, title) => `<rect x="${x}" y="${y(v, max).toFixed(1)}" width="16" height="${(y(0, max) - y(v, max)).toFixed(1)}" fill="${colors[a]}" fill-opacity="${opacity}"><title>${title}</title></rect>`;
+      out.push(bar(bx, s.later.p95 ?? 0, top, 0.35, `${a} p95 ${(s.later.p95 ?? 0).toFixed(0)} ms`));
+      out.push(bar(bx + 8, s.later.mean ?? 0, top, 1, `${a} mean ${(s.later.mean ?? 0).toFixed(0)} ms`));
+      out.push(`<text x="${bx + 12}" y="${(y(s.later.mean ?? 0, top) - 3).toFixed(1)}" text-anchor="middle" font-size="9">${(s.later.mean ?? 0).toFixed(0)}</text>`);
+      out.push(`<text x="${bx + 12}" y="${(y(0, top) + 12).toFixed(1)}" text-anchor="end" font-size="9" transform="rotate(-35 ${bx + 12} ${(y(0, top) + 12).toFixed(1)})">${a}</text>`);
+      const used = s.used_bytes / 1024 / Math.max(1, s.loads);
+      const wasted = s.wasted_bytes / 1024 / Math.max(1, s.loads);
+      const kx = x1 + 20 + g * groupW + i * 44;
+      out.push(`<rect x="${kx}" y="${y(used + wasted, topKb).toFixed(1)}" width="20" height="${(y(0, topKb) - y(wasted, topKb)).toFixed(1)}" fill="${colors[a]}" fill-opacity="0.35"><title>${a} wasted ${wasted.toFixed(0)} KB a page</title></rect>`);
+      out.push(`<rect x="${kx}" y="${y(used, topKb).toFixed(1)}" width="20" height="${(y(0, topKb) - y(used, topKb)).toFixed(1)}" fill="${colors[a]}"><title>${a} used ${used.toFixed(0)} KB a page</title></rect>`);
+      out.push(`<text x="${kx + 10}" y="${(y(0, topKb) + 12).toFixed(1)}" text-anchor="end" font-size="9" transform="rotate(-35 ${kx + 10} ${(y(0, topKb) + 12).toFixed(1)})">${a}</text>`);
+    });
+    const label = `series ${r.series}`;
+    out.push(`<text x="${x0 + 20 + g * groupW + 80}" y="${H - 8}" text-anchor="middle">${label}</text>`);
+    out.push(`<text x="${x1 + 20 + g * groupW + 80}" y="${H - 8}" text-anchor="middle">${label}</text>`);
+  });
+  out.push('</svg>');
+  return out.join('\n') + '\n';
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const require = createRequire(join(REPO, 'web', 'browser', 'package.json'));
@@ -821,6 +876,17 @@ async function main() {
   const outDir = join(REPO, 'docs', 'experiments', 'data', '000-pages');
   mkdirSync(outDir, { recursive: true });
   const fileOf = (s) => join(outDir, `${args.quick ? 'quick-' : ''}${args.condition}-${s}.json`);
+  // The chart of every series of this condition on disk (not of quick runs).
+  const drawChart = () => {
+    if (args.quick) return;
+    const results = [1, 2, 3, 4, 5, 6, 7, 8, 9]
+      .filter((s) => existsSync(fileOf(s)))
+      .map((s) => JSON.parse(readFileSync(fileOf(s), 'utf8')));
+    if (results.length === 0) return;
+    const svg = join(REPO, 'docs', 'experiments', `000-pages-${args.condition}.svg`);
+    writeFileSync(svg, chart(results, args.condition));
+    log(`  wrote ${svg}`);
+  };
   if (args.tablesOnly) {
     for (const s of args.series) {
       const result = JSON.parse(readFileSync(fileOf(s), 'utf8'));
@@ -828,6 +894,7 @@ async function main() {
       writeFileSync(fileOf(s), JSON.stringify(result, null, 1) + '\n');
       console.log(tables(result));
     }
+    drawChart();
     return;
   }
   const t = performance.now();
@@ -839,6 +906,7 @@ async function main() {
     console.log(tables(result));
     log(`  wrote ${fileOf(s)}`);
   }
+  drawChart();
   log(`done in ${((performance.now() - t) / 1000).toFixed(0)} s`);
 }
 

@@ -474,6 +474,14 @@ pub fn only_if_cached(req: &HeaderMap) -> bool {
     Directives::cache_control(req).has("only-if-cached")
 }
 
+/// Whether a response is for one user only as far as shared caches go (RFC 9111 §5.2.2.3
+/// `no-store`, §5.2.2.7 `private`, with or without a field list): parsed as the cache parses
+/// it, quoted strings and all field lines included.
+pub fn private_or_no_store(response: &HeaderMap) -> bool {
+    let d = Directives::cache_control(response);
+    d.has("private") || d.has("no-store")
+}
+
 /// The directives that govern this cache's freshness decisions and whether they came from the
 /// targeted field. RFC 9213 §2.1: a valid, non-empty `CDN-Cache-Control` replaces both
 /// `Cache-Control` and `Expires`. Without Cache-Control, a response `Pragma: no-cache` counts as

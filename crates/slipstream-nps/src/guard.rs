@@ -15,7 +15,7 @@
 
 use std::collections::HashSet;
 
-use http::header::{AUTHORIZATION, CACHE_CONTROL, COOKIE, SET_COOKIE};
+use http::header::{AUTHORIZATION, COOKIE, SET_COOKIE};
 use http::HeaderMap;
 use parking_lot::Mutex;
 
@@ -43,15 +43,7 @@ pub fn personal_request(headers: &HeaderMap) -> bool {
 /// Whether a response is for one user only: it sets a cookie, or caches may not share or keep
 /// it (`private`, `no-store`).
 pub fn personal_response(headers: &HeaderMap) -> bool {
-    headers.contains_key(SET_COOKIE)
-        || headers.get_all(CACHE_CONTROL).iter().any(|v| {
-            v.to_str().is_ok_and(|v| {
-                v.split(',').any(|d| {
-                    let name = d.split('=').next().unwrap_or_default().trim();
-                    name.eq_ignore_ascii_case("private") || name.eq_ignore_ascii_case("no-store")
-                })
-            })
-        })
+    headers.contains_key(SET_COOKIE) || slipstream_http_rules::rfc9111::private_or_no_store(headers)
 }
 
 /// The URLs whose responses were personal: never hinted.
@@ -141,6 +133,11 @@ mod tests {
         assert!(!personal_response(&headers(&[(
             "cache-control",
             "public, max-age=600"
+        )])));
+        // A comma inside a quoted string is not a directive boundary.
+        assert!(!personal_response(&headers(&[(
+            "cache-control",
+            "no-cache=\"x-a, private\", max-age=60"
         )])));
         assert!(!personal_response(&headers(&[])));
     }

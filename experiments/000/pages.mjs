@@ -41,13 +41,24 @@
 // With --listener, nps and no-avoidance also get a prefetch listener, reached through a proxy
 // of its own with the same toxics.
 //
+// Conditions (Fig. 13 a-c): `spare` as above. `loaded-server`: every server is one worker
+// pinned to core 0 and held to --server-cpus of it by a cgroup quota (0.25: `docker run
+// --cpus 0.25`; the server's own code is not slowed), this script, Chromium, Toxiproxy and the
+// load on the other cores; while each arm's browser runs its session, `slipstream bench
+// --agents` loads that arm's node straight (as the paper's LAN client) at one of --load-rates
+// documents/s (sessions take the levels in turn; every arm of a session the same level), its
+// agents prefetching as the arm does (none: off; nps and no-avoidance: the hints, turn after
+// turn; speculation: off, see LOAD_POLICY), from --load-warm-ms before the browser starts to
+// its end. A failed page load is recorded and the session goes on. `loaded-network`: a
+// bandwidth toxic on each proxy (per connection: not yet a shared bottleneck).
+//
 // Writes docs/experiments/data/000-pages/<condition>-<series>.json (--quick: quick-<condition>-
 // <series>.json) and prints markdown tables. Every wait has a deadline; every process is killed
 // on exit or error.
 
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -78,6 +89,16 @@ const JITTER = 0.1;
 const TRAIN_CONCURRENCY = 8; // training sessions in flight (over the four nodes)
 const TRAIN_IMAGE_PARALLEL = 6; // a training session's images at once, as a browser
 const ARMS = ['none', 'nps', 'no-avoidance', 'speculation'];
+// loaded-server: the background load (paper 000 §7: "a client machine connected on a LAN to
+// the server running httperf that replays a heavier subset of the IBM trace and also
+// prefetches like the WAN client"), `slipstream bench --agents` against the measured arm's
+// node while its browser runs, with that arm's prefetching.
+const DEFAULT_LOAD_RATES = '150,300';
+const LOAD_DOC_FILES = 8; // a background document: its page and the 7 files after it in the list
+// The speculation arm's pages name a closed prefetch listener (to keep the agent off), where
+// the bench's agents would send their first hint request: its background load does not
+// prefetch (many browsers' own Speculation Rules prefetches are not modelled).
+const LOAD_POLICY = { none: 'off', nps: 'hinted', 'no-avoidance': 'hinted', speculation: 'off' };
 const CONDITIONS = ['spare', 'loaded-network', 'loaded-server'];
 const UA_PREFIX = 'Mozilla/5.0 (X11; Linux x86_64) slipstream-000-pages';
 const UA = (arm, session) => `${UA_PREFIX}/${arm}/s${session}`;
@@ -96,7 +117,7 @@ function parseArgs(argv) {
   const a = {
     bin: process.env.SLIPSTREAM_BIN || join(REPO, 'target', 'release', 'slipstream'),
     series: null, sessions: null, train: null, quick: false, condition: 'spare', latency: LATENCY_MS,
-    bandwidthKbps: 125, listener: false, workdir: existsSync('/dev/shm') ? '/dev/shm' : undefined, tablesOnly: false,
+    bandwidthKbps: 125, listener: false, loadRates: null, loadWarmMs: 5000, serverCpus: 0.25, workdir: existsSync('/dev/shm') ? '/dev/shm' : undefined, tablesOnly: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const v = () => {
@@ -113,11 +134,14 @@ function parseArgs(argv) {
       case '--latency': a.latency = Number(v()); break;
       case '--bandwidth-kbps': a.bandwidthKbps = Number(v()); break;
       case '--listener': a.listener = true; break;
+      case '--load-rates': a.loadRates = v(); break;
+      case '--load-warm-ms': a.loadWarmMs = Number(v()); break;
+      case '--server-cpus': a.serverCpus = Number(v()); break;
       case '--workdir': a.workdir = v(); break;
       case '--tables-only': a.tablesOnly = true; break;
       case '-h':
       case '--help':
-        console.log('node experiments/000/pages.mjs [--bin PATH] [--quick] [--series 1,2] [--condition spare|loaded-network|loaded-server] [--sessions N (measured sessions; 40, --quick 4)] [--train N (training sessions; 3000, --quick 300)] [--latency MS (80)] [--bandwidth-kbps N (loaded-network: the bandwidth toxic, KB/s; 125, about 1 Mbit/s)] [--listener (a prefetch listener for nps and no-avoidance)] [--workdir DIR] [--tables-only (recompute the summaries of the JSON files and print them)]');
+        console.log(`node experiments/000/pages.mjs [--bin PATH] [--quick] [--series 1,2] [--condition spare|loaded-network|loaded-server] [--sessions N (measured sessions; 40, --quick 4)] [--train N (training sessions; 3000, --quick 300)] [--latency MS (80)] [--bandwidth-kbps N (loaded-network: the bandwidth toxic, KB/s; 125, about 1 Mbit/s)] [--listener (a prefetch listener for nps and no-avoidance)] [--load-rates R1,R2 (loaded-server: the background load's documents/s, one level a session in turn; ${DEFAULT_LOAD_RATES})] [--load-warm-ms MS (loaded-server: the load runs this long before the browser starts; 5000)] [--server-cpus F (loaded-server: each server's CPU limit, a cgroup quota as docker --cpus sets it; 0.25)] [--workdir DIR] [--tables-only (recompute the summaries of the JSON files and print them)]`);
         process.exit(0);
         break;
       default: throw new Error(`unknown argument ${argv[i]}`);
@@ -129,11 +153,10 @@ function parseArgs(argv) {
   if (!a.series.every((s) => Number.isInteger(s) && s > 0)) throw new Error('bad --series');
   if (!(Number.isInteger(a.sessions) && a.sessions > 0) || !(Number.isInteger(a.train) && a.train >= 0)) throw new Error('bad --sessions or --train');
   if (!CONDITIONS.includes(a.condition)) throw new Error(`--condition ${a.condition}: want ${CONDITIONS.join(', ')}`);
-  if (a.condition === 'loaded-server') {
-    // The hook: a background `slipstream bench` load at a given rate against each node's
-    // demand port for the whole measured phase (issue 43 item 1). Not written yet.
-    throw new Error('--condition loaded-server is not implemented yet (see docs/experiments/000-pages.md, "Conditions")');
-  }
+  a.loadRates = a.condition === 'loaded-server' ? (a.loadRates ?? DEFAULT_LOAD_RATES).split(',').map(Number) : null;
+  if (a.loadRates && !a.loadRates.every((r) => r > 0 && Number.isFinite(r))) throw new Error('bad --load-rates: want positive documents a second, e.g. 200,400');
+  if (!(a.loadWarmMs >= 0)) throw new Error('bad --load-warm-ms');
+  if (!(a.serverCpus > 0)) throw new Error('bad --server-cpus: want a positive number of CPUs, e.g. 0.1');
   if (!(a.latency >= 0) || !(a.bandwidthKbps > 0)) throw new Error('bad --latency or --bandwidth-kbps');
   if (!a.tablesOnly && !existsSync(a.bin)) throw new Error(`the slipstream binary ${a.bin} is missing (build it, or pass --bin)`);
   return a;
@@ -302,6 +325,25 @@ function toxiproxyProxy(toxi, name, upstreamPort, args) {
   return latencyProxy(toxi, name, upstreamPort, args.latency, JITTER, more);
 }
 
+/**
+ * loaded-server: a cgroup (v1 cpu controller) that holds a server to `cpus` of a CPU, with
+ * docker's period (`docker run --cpus`): a small container, so that a load generator on the
+ * other core can fill it. Removed at cleanup, after its process is gone.
+ */
+const CFS_PERIOD_US = 100000;
+function makeCgroup(cleanup, arm, cpus) {
+  const dir = `/sys/fs/cgroup/cpu/slipstream-pages-${process.pid}-${arm}`;
+  try {
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'cpu.cfs_period_us'), String(CFS_PERIOD_US));
+    writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(Math.round(cpus * CFS_PERIOD_US)));
+  } catch (e) {
+    throw new Error(`--condition loaded-server needs a cgroup v1 cpu controller it may write (root), to limit each server to ${cpus} CPU: ${e.message}`);
+  }
+  cleanup.add(() => rmdirSync(dir));
+  return dir;
+}
+
 /** One arm's node: config file, JSON access log, its proxies. */
 async function startNode(cleanup, root, bin, arm, site, toxi, args) {
   const dir = join(root, arm);
@@ -337,15 +379,23 @@ async function startNode(cleanup, root, bin, arm, site, toxi, args) {
   ].join('\n');
   const config = join(dir, 'node.toml');
   writeFileSync(config, toml);
-  const proc = new Proc(arm, bin, ['serve', site, '--config', config, '--listen', `127.0.0.1:${port}`, '--prefetch'], { env: { ...process.env, RUST_LOG: 'warn' } });
+  const serve = ['serve', site, '--config', config, '--listen', `127.0.0.1:${port}`, '--prefetch'];
+  // loaded-server: the server is one worker on core 0; this script, Chromium, Toxiproxy and
+  // the background load run on the other cores (runSeries), so that what the load takes is
+  // the server's capacity, not the browsers'.
+  const [cmd, argv] = args.condition === 'loaded-server' ? ['taskset', ['-c', '0', bin, ...serve, '--workers', '1']] : [bin, serve];
+  const cgroup = args.condition === 'loaded-server' ? makeCgroup(cleanup, arm, args.serverCpus) : null;
+  const proc = new Proc(arm, cmd, argv, { env: { ...process.env, RUST_LOG: 'warn' } });
   cleanup.add(() => proc.kill());
+  // Moved with all its threads before it serves (the monitor reads its allowance again).
+  if (cgroup) writeFileSync(join(cgroup, 'cgroup.procs'), String(proc.child.pid));
   const direct = `http://127.0.0.1:${port}`;
   await waitFor(`the ${arm} node on port ${port}`, 20000, async () => {
     if (!proc.alive) throw new Error(`${arm} exited: ${proc.output()}`);
     return (await fetch(`${direct}/_slipstream/prefetch`)).ok;
   });
   const status = async () => withTimeout(`${arm}'s status`, 5000, (await fetch(`${direct}/_slipstream/prefetch`, { signal: AbortSignal.timeout(5000) })).json());
-  return { arm, proc, port, direct, origin: `http://127.0.0.1:${proxyPort}`, proxyPort, listenerProxy, deadPort, accessLog, toml, status };
+  return { arm, proc, pid: proc.child.pid, cgroup, port, direct, origin: `http://127.0.0.1:${proxyPort}`, proxyPort, listenerProxy, deadPort, accessLog, toml, status };
 }
 
 // --- training ------------------------------------------------------------------------------------
@@ -463,6 +513,68 @@ function statusDelta(a, b) {
   };
 }
 
+// --- the loaded server's background load ----------------------------------------------------------
+
+/** The background load's URL list: every page, weighted by its visits in the training sessions
+ * (plus one), followed by its images at weight 0 (`bench --doc-files` takes the files after a
+ * drawn page as its embedded objects; a page with fewer images than that takes the next page's
+ * first files too). */
+function writeLoadUrls(file, site, trainSessions) {
+  const visits = new Map();
+  for (const s of trainSessions) for (const p of s.pages) visits.set(p.path, (visits.get(p.path) ?? 0) + 1);
+  const lines = [];
+  for (const p of site.pages) {
+    lines.push(`${(visits.get(p.path) ?? 0) + 1} ${p.path}`);
+    for (const im of p.images) lines.push(`0 ${im.src}`);
+  }
+  writeFileSync(file, lines.join('\n') + '\n');
+}
+
+/** A process's CPU time (user + system), in seconds, from /proc (null elsewhere). */
+function cpuSeconds(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+  } catch {
+    return null;
+  }
+}
+
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8', timeout: 5000 }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/**
+ * The node's status while it is loaded: a saturated server may reset or delay the request
+ * (then asked again, three times at most); null if it never answers. The page loads are the
+ * measurement: a missing status only leaves the load's counters out.
+ */
+async function statusUnderLoad(node) {
+  for (let i = 0; i < 3; i++) {
+    try {
+      return await node.status();
+    } catch {
+      // asked again
+    }
+  }
+  return null;
+}
+
+/** Starts the background load on `node` at `rate` documents/s for at most `seconds`. */
+function startLoad(args, node, rate, seconds, urlsFile, seed) {
+  const policy = LOAD_POLICY[node.arm];
+  const argv = ['bench', node.direct, '--urls', urlsFile, '--rate', String(rate), '--agents', policy,
+    '--doc-files', String(LOAD_DOC_FILES), '--duration', `${Math.ceil(seconds)}s`, '--max-in-flight', '4096',
+    '--timeout', '10s', '--seed', String(seed), '-q'];
+  if (policy !== 'off') argv.push('--prefetch-priority', 'idle');
+  return new Proc(`${node.arm}-load`, args.bin, argv, { env: { ...process.env, RUST_LOG: 'warn' } });
+}
+
 // --- one series ----------------------------------------------------------------------------------
 
 async function runSeries(args, series, playwright, msnbc) {
@@ -498,6 +610,22 @@ async function runSeries(args, series, playwright, msnbc) {
       s.leave = Math.round(thinkRng.uniform(...THINK_MS)); // reading the last page
     }
     log(`series ${series} (seed ${seed}): ${site.pages.length} pages, ${picked.measured.length} measured sessions (${picked.measured.reduce((a, s) => a + s.pages.length, 0)} pages), ${picked.train.length} training sessions; condition ${args.condition}`);
+
+    let urlsFile = null;
+    let pinned = null;
+    if (args.condition === 'loaded-server') {
+      urlsFile = join(work, 'load-urls.txt');
+      writeLoadUrls(urlsFile, site, picked.train);
+      // This process and everything it starts but the servers (Chromium, Toxiproxy, the load)
+      // leave core 0 to the servers (startNode pins them there).
+      if (cpus().length >= 2) {
+        const others = `1-${cpus().length - 1}`;
+        execFileSync('taskset', ['-a', '-p', '-c', others, String(process.pid)], { timeout: 5000, stdio: 'ignore' });
+        pinned = { servers: '0', others };
+      } else {
+        log('  one CPU: the servers are not pinned apart from the browsers');
+      }
+    }
 
     const toxi = await Toxiproxy.start(cleanup);
     const nodes = [];
@@ -559,9 +687,22 @@ async function runSeries(args, series, playwright, msnbc) {
       const rec = { arm, session: k, msnbc_index: s.index, pages: s.pages.length, t_ms: sinceStart() };
       const profile = mkdtempSync(join(work, `profile-${arm}-`));
       let context = null;
+      let load = null;
       const responses = [];
       const specRequests = [];
       try {
+        if (args.loadRates) {
+          // The background load starts first and runs through the session; what the server
+          // did meanwhile is recorded from its counters and its CPU time.
+          const rate = args.loadRates[k % args.loadRates.length];
+          const planned = s.think.reduce((a, b) => a + b, 0) + s.leave + s.pages.length * 2000 + LAUNCH_TIMEOUT_MS;
+          load = startLoad(args, node, rate, (args.loadWarmMs + planned) / 1000, urlsFile, seed * 13 + k);
+          const st = await statusUnderLoad(node);
+          rec.load = { rate, policy: LOAD_POLICY[arm], status_start: st && trimStatus(st), cpu_start: cpuSeconds(node.pid), at_start: performance.now() };
+          await sleep(args.loadWarmMs);
+          if (!load.alive) throw new Error(`the background load exited: ${load.output().slice(-500)}`);
+          rec.load.warm_budget_per_s = (await statusUnderLoad(node))?.budget_per_s ?? null;
+        }
         context = await withTimeout(`Chromium for ${arm} to start`, LAUNCH_TIMEOUT_MS + 10000, playwright.chromium.launchPersistentContext(profile, {
           executablePath: chromiumPath,
           headless: true,
@@ -585,10 +726,11 @@ async function runSeries(args, series, playwright, msnbc) {
           const p = r.headers()['sec-purpose'];
           if (p && p.includes('prefetch')) specRequests.push({ url: r.url(), t_ms: sinceStart() });
         });
+        let prevFailed = false;
         for (let step = 0; step < s.pages.length; step++) {
           const pg = s.pages[step];
           const url = node.origin + pg.path;
-          const lr = { arm, session: k, step, page: pg.path, category: CATEGORIES[pg.category], images: pg.images.length, think_ms: s.think[step] };
+          const lr = { arm, session: k, step, load_rate: rec.load ? rec.load.rate : null, page: pg.path, category: CATEGORIES[pg.category], images: pg.images.length, think_ms: s.think[step] };
           if (step > 0) {
             await sleep(s.think[step]);
             // What the worker held when the user moved on.
@@ -598,7 +740,8 @@ async function runSeries(args, series, playwright, msnbc) {
           lr.t_ms = sinceStart();
           try {
             let resp;
-            if (step === 0) {
+            if (step === 0 || prevFailed) {
+              // After a failed load (loaded-server goes on, as a user would), from the error page.
               resp = await page.goto(url, { waitUntil: 'commit', timeout: GOTO_TIMEOUT_MS });
             } else {
               const nav = page.waitForNavigation({ waitUntil: 'commit', timeout: GOTO_TIMEOUT_MS });
@@ -634,7 +777,10 @@ async function runSeries(args, series, playwright, msnbc) {
           }
           lr.end_ms = sinceStart();
           loads.push(lr);
-          if (!lr.ok) break; // the rest of this session would navigate from a broken page
+          // Elsewhere the rest of this session would navigate from a broken page; under a loaded
+          // server a failed load is an outcome, and the session goes on.
+          if (!lr.ok && !args.loadRates) break;
+          prevFailed = !lr.ok;
         }
         // The user reads the last page, then leaves: what the worker prefetched by then.
         await sleep(s.leave);
@@ -647,9 +793,24 @@ async function runSeries(args, series, playwright, msnbc) {
         rec.served_responses = responses.filter((x) => x.prefetched).length;
         rec.speculation_requests = specRequests.length;
         rec.speculation_urls = specRequests.map((x) => new URL(x.url).pathname);
+        if (load) {
+          if (!load.alive) throw new Error(`the background load ended before the session did: ${load.output().slice(-500)}`);
+          const cpu = cpuSeconds(node.pid);
+          const secs = (performance.now() - rec.load.at_start) / 1000;
+          const st = await statusUnderLoad(node);
+          Object.assign(rec.load, {
+            seconds: round1(secs),
+            server_cpu: cpu !== null && rec.load.cpu_start !== null ? Math.round((cpu - rec.load.cpu_start) / secs * 1000) / 1000 : null,
+            counters: st && rec.load.status_start ? statusDelta(rec.load.status_start, st) : null,
+            budget_per_s_end: st ? st.budget_per_s : null,
+          });
+          delete rec.load.status_start;
+          delete rec.load.at_start;
+        }
       } catch (e) {
-        rec.error = String(e.message).split('\n')[0].slice(0, 300);
+        rec.error = `${String(e.message).split('\n')[0].slice(0, 300)}${e.cause ? ` (${e.cause.code ?? e.cause.message})` : ''}`;
       } finally {
+        if (load) await load.kill();
         if (context) {
           await withTimeout(`closing ${arm}'s browser`, CLOSE_TIMEOUT_MS, context.close()).catch((e) => (rec.close_error = e.message));
           live.delete(context);
@@ -691,7 +852,10 @@ async function runSeries(args, series, playwright, msnbc) {
       parameters: {
         CATEGORIES, PAGES_PER_CATEGORY, IMAGES_PER_PAGE, IMAGE_KB, ZIPF_S, SAME_CATEGORY_LINKS, FOLLOW_LINK, MAX_PAGES, MIN_MEASURED_PAGES,
         THINK_MS, latency_ms: args.latency, jitter: JITTER, bandwidth_kbps: args.condition === 'loaded-network' ? args.bandwidthKbps : null,
-        listener: args.listener, cache_control: CACHE_CONTROL, sessions: args.sessions, train_sessions: args.train, TRAIN_CONCURRENCY, TRAIN_IMAGE_PARALLEL,
+        listener: args.listener, load_rates: args.loadRates, load_warm_ms: args.loadRates ? args.loadWarmMs : null,
+        load_doc_files: args.loadRates ? LOAD_DOC_FILES : null, load_policy: args.loadRates ? LOAD_POLICY : null, pinned,
+        server_cpus: args.loadRates ? args.serverCpus : null, cfs_period_us: args.loadRates ? CFS_PERIOD_US : null,
+        cache_control: CACHE_CONTROL, sessions: args.sessions, train_sessions: args.train, TRAIN_CONCURRENCY, TRAIN_IMAGE_PARALLEL,
       },
       nodes: nodes.map((n) => ({ arm: n.arm, port: n.port, proxy: n.proxyPort, listener_proxy: n.listenerProxy, dead_listener_port: n.deadPort, config: n.toml, munged_script: n.munged_script })),
       site: { pages: site.pages.length, images: site.pages.reduce((a, p) => a + p.images.length, 0), bytes: [...site.sizes.values()].reduce((a, b) => a + b, 0), mean_page_bytes: Math.round(site.pages.reduce((a, p) => a + p.bytes + p.images.reduce((b, im) => b + im.bytes, 0), 0) / site.pages.length) },
@@ -719,14 +883,47 @@ async function runSeries(args, series, playwright, msnbc) {
 
 
 function summarise(result) {
+  const out = summariseLoads(result, result.loads, result.sessions);
+  const rates = result.parameters.load_rates;
+  if (rates) {
+    // Per load level: the sessions run at it (every arm of a session runs at the same level).
+    out.levels = {};
+    for (const rate of rates) {
+      const loads = result.loads.filter((r) => r.load_rate === rate);
+      const sessions = result.sessions.filter((s) => s.load && s.load.rate === rate);
+      const level = summariseLoads(result, loads, sessions);
+      for (const arm of ARMS) {
+        const ls = sessions.filter((s) => s.arm === arm && typeof s.load.seconds === 'number');
+        const lc = ls.filter((s) => s.load.counters);
+        const lb = ls.filter((s) => typeof s.load.budget_per_s_end === 'number');
+        const sum = (xs, f) => xs.reduce((a, s) => a + f(s), 0);
+        const secs = sum(lc, (s) => s.load.seconds);
+        level.arms[arm].server = {
+          sessions: ls.length,
+          cpu: ls.length && ls.every((s) => s.load.server_cpu !== null) ? sum(ls, (s) => s.load.server_cpu * s.load.seconds) / sum(ls, (s) => s.load.seconds) : null,
+          status_missing: ls.length - lc.length,
+          demand_per_s: secs ? sum(lc, (s) => s.load.counters.demand_requests) / secs : null,
+          prefetch_per_s: secs ? sum(lc, (s) => s.load.counters.prefetch_requests) / secs : null,
+          prefetch_kb_per_s: secs ? sum(lc, (s) => s.load.counters.prefetch_bytes) / 1024 / secs : null,
+          budget_per_s_mean_end: lb.length ? sum(lb, (s) => s.load.budget_per_s_end) / lb.length : null,
+        };
+      }
+      out.levels[rate] = level;
+    }
+  }
+  return out;
+}
+
+/** Per arm over `loads` and `sessions`, and each arm paired with `none` page by page. */
+function summariseLoads(result, loads, sessions) {
   const out = { arms: {}, paired: {} };
   const key = (r) => `${r.session}/${r.step}`;
-  const byArm = Object.fromEntries(ARMS.map((a) => [a, result.loads.filter((r) => r.arm === a)]));
+  const byArm = Object.fromEntries(ARMS.map((a) => [a, loads.filter((r) => r.arm === a)]));
   for (const arm of ARMS) {
     const recs = byArm[arm];
     const good = recs.filter((r) => r.ok && r.broken === 0);
     const later = good.filter((r) => r.step > 0);
-    const sess = result.sessions.filter((s) => s.arm === arm);
+    const sess = sessions.filter((s) => s.arm === arm);
     const w = sess.map((s) => s.worker).filter((x) => x && typeof x.fetched === 'number');
     const fetchedBytes = w.reduce((a, x) => a + x.bytes, 0);
     const usedBytes = sess.reduce((a, s) => a + (s.used_bytes ?? 0), 0);
@@ -787,16 +984,30 @@ function tables(result) {
   const h = result.host;
   const lines = [
     `\n${result.quick ? 'QUICK run (development only, not a result): ' : ''}condition ${result.condition}, series ${result.series}: ${result.measured_sessions.length} sessions, ${result.loads.length} page loads, latency ${result.parameters.latency_ms} ms ±${result.parameters.jitter * 100} %, ${result.training.replays / ARMS.length} training sessions a node (${result.training.seconds} s); ${result.duration_s} s; load average ${h.loadavg_start[0].toFixed(2)} at the start, ${h.loadavg_end[0].toFixed(2)} at the end (${h.cpus} CPUs)`,
-    '',
-    '| arm | loads | failed | broken | mean ms (pages 2+) | p50 | p95 | mean ms (all pages) | p95 | paired diff vs none (ms, ±95 %) | ratio of means | pages from prefetch (2+) | images from prefetch |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
-  for (const arm of ARMS) {
-    const s = result.summary.arms[arm];
-    const p = result.summary.paired[arm];
-    const fromPrefetch = arm === 'speculation' ? s.speculative : s.html_prefetched;
-    lines.push(`| ${arm} | ${s.loads} | ${s.failed} | ${s.with_broken} | ${f(s.later.mean)} | ${f(s.later.p50)} | ${f(s.later.p95)} | ${f(s.all.mean)} | ${f(s.all.p95)} | ${p ? `${f(p.mean_diff_ms)} ± ${f(p.ci95_ms)} (${p.pairs})` : '—'} | ${p ? f(p.ratio_of_means, 3) : '—'} | ${fromPrefetch}/${s.later_pages} | ${s.images_prefetched}/${s.images} |`);
+  const loadTable = (summary, title) => {
+    lines.push('', ...(title ? [title, ''] : []),
+      '| arm | loads | failed | broken | mean ms (pages 2+) | p50 | p95 | mean ms (all pages) | p95 | paired diff vs none (ms, ±95 %) | ratio of means | pages from prefetch (2+) | images from prefetch |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+    for (const arm of ARMS) {
+      const s = summary.arms[arm];
+      const p = summary.paired[arm];
+      const fromPrefetch = arm === 'speculation' ? s.speculative : s.html_prefetched;
+      lines.push(`| ${arm} | ${s.loads} | ${s.failed} | ${s.with_broken} | ${f(s.later.mean)} | ${f(s.later.p50)} | ${f(s.later.p95)} | ${f(s.all.mean)} | ${f(s.all.p95)} | ${p ? `${f(p.mean_diff_ms)} ± ${f(p.ci95_ms)} (${p.pairs})` : '—'} | ${p ? f(p.ratio_of_means, 3) : '—'} | ${fromPrefetch}/${s.later_pages} | ${s.images_prefetched}/${s.images} |`);
+    }
+  };
+  if (result.summary.levels) {
+    for (const [rate, level] of Object.entries(result.summary.levels)) {
+      loadTable(level, `Background load ${rate} documents/s (${LOAD_DOC_FILES} files each):`);
+      lines.push('', '| arm | sessions | server CPU (of its core) | demand requests/s | prefetch requests/s | prefetch KB/s | budget at the end, files/s (mean) |', '|---|---|---|---|---|---|---|');
+      for (const arm of ARMS) {
+        const v = level.arms[arm].server;
+        lines.push(`| ${arm} | ${v.sessions} | ${v.cpu === null ? '—' : `${(v.cpu * 100).toFixed(0)} %`} | ${f(v.demand_per_s)} | ${f(v.prefetch_per_s)} | ${f(v.prefetch_kb_per_s)} | ${arm === 'nps' || arm === 'speculation' ? f(v.budget_per_s_mean_end) : '—'} |`);
+      }
+    }
+    lines.push('', 'All load levels:');
   }
+  loadTable(result.summary);
   lines.push('', '| arm | worker: hint requests | lists | waits | files prefetched | KB prefetched | KB used | KB wasted | browser prefetches (Sec-Purpose) | node: demand requests | demand KB | prefetch requests | prefetch KB | refused browser prefetches | access log: requests | KB |', '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const arm of ARMS) {
     const s = result.summary.arms[arm];
@@ -814,7 +1025,11 @@ function tables(result) {
  * after a session's first (solid) and its p95 (light), and the prefetched bytes used and
  * wasted per page. SVG, no dependencies.
  */
-function chart(results, condition) {
+function chart(series, condition) {
+  // One group per series, or per series and load level (loaded-server).
+  const results = series.flatMap((r) => (r.summary.levels
+    ? Object.entries(r.summary.levels).map(([rate, level]) => ({ label: `series ${r.series}, load ${rate}/s`, summary: level }))
+    : [{ label: `series ${r.series}`, summary: r.summary }]));
   const colors = { none: '#7f7f7f', nps: '#1f77b4', 'no-avoidance': '#ff7f0e', speculation: '#2ca02c' };
   const groupW = 4 * 44 + 40;
   const W = 90 + results.length * groupW * 2 + 40;
@@ -856,7 +1071,7 @@ function chart(results, condition) {
       out.push(`<rect x="${kx}" y="${y(used, topKb).toFixed(1)}" width="20" height="${(y(0, topKb) - y(used, topKb)).toFixed(1)}" fill="${colors[a]}"><title>${a} used ${used.toFixed(0)} KB a page</title></rect>`);
       out.push(`<text x="${kx + 10}" y="${(y(0, topKb) + 12).toFixed(1)}" text-anchor="end" font-size="9" transform="rotate(-35 ${kx + 10} ${(y(0, topKb) + 12).toFixed(1)})">${a}</text>`);
     });
-    const label = `series ${r.series}`;
+    const label = r.label;
     out.push(`<text x="${x0 + 20 + g * groupW + 80}" y="${H - 8}" text-anchor="middle">${label}</text>`);
     out.push(`<text x="${x1 + 20 + g * groupW + 80}" y="${H - 8}" text-anchor="middle">${label}</text>`);
   });

@@ -13,8 +13,8 @@
 #                    do not honour LE: this kernel has no less-than-best-effort congestion
 #                    control to fall back on)
 #   nps-no-le-nice   the same, with the prefetch listener's application-level back-off on
-#                    (prefetch.rtt_backoff: its connections give way as their RTT rises,
-#                    TCP Nice's signal read from TCP_INFO), one window for all the
+#                    (prefetch.experimental.rtt_backoff: its connections give way as their RTT
+#                    rises, TCP Nice's signal read from TCP_INFO), one window for all the
 #                    connections to the client address (the default)
 #   nps-no-le-nice-own  the same with a window for each connection (backoff_shared = false;
 #                    not in the default cases)
@@ -78,14 +78,14 @@ total=$(( REPS * $(echo $cases | wc -w) )); n=0
 for rep in $(seq 1 "$REPS"); do
 for case in $cases; do
   n=$((n + 1)); echo "[$n/$total] rep $rep, $case" >&2
-  sets=(--set prefetch.doc_files=10 --set prefetch.probe_path=/f000.html)
+  sets=(--set prefetch.experimental.doc_files=10 --set prefetch.probe_path=/f000.html)
   case $case in
-    no-prefetching) bottleneck plain; sets+=(--set prefetch.budget=unlimited); agents=off ;;
-    no-avoidance) bottleneck plain; sets+=(--set prefetch.budget=unlimited); agents=5 ;;
+    no-prefetching) bottleneck plain; sets+=(--set prefetch.experimental.budget=unlimited); agents=off ;;
+    no-avoidance) bottleneck plain; sets+=(--set prefetch.experimental.budget=unlimited); agents=5 ;;
     nps) bottleneck le; sets+=(--set prefetch.listen=10.77.0.1:0); agents=hinted ;;
     nps-no-le) bottleneck plain; sets+=(--set prefetch.listen=10.77.0.1:0); agents=hinted ;;
-    nps-no-le-nice) bottleneck plain; sets+=(--set prefetch.listen=10.77.0.1:0 --set prefetch.rtt_backoff=true); agents=hinted ;;
-    nps-no-le-nice-own) bottleneck plain; sets+=(--set prefetch.listen=10.77.0.1:0 --set prefetch.rtt_backoff=true --set prefetch.backoff_shared=false); agents=hinted ;;
+    nps-no-le-nice) bottleneck plain; sets+=(--set prefetch.listen=10.77.0.1:0 --set prefetch.experimental.rtt_backoff=true); agents=hinted ;;
+    nps-no-le-nice-own) bottleneck plain; sets+=(--set prefetch.listen=10.77.0.1:0 --set prefetch.experimental.rtt_backoff=true --set prefetch.experimental.backoff_shared=false); agents=hinted ;;
     *) echo "unknown case $case" >&2; exit 2 ;;
   esac
   "$B" serve "$work/site" --listen 10.77.0.1:0 --workers 1 --prefetch "${sets[@]}" > "$work/serve.out" 2> "$work/serve.err" &

@@ -29,10 +29,10 @@ CPU_COST_US=${CPU_COST_US:-25}     # extra CPU µs per request: a server about h
 SHARE=${SHARE:-100}           # a CPU quota, % of core 0 (100: none; the runs up to 7abb81a: 50)
 PERIOD_US=${PERIOD_US:-2000}  # the CFS period; a capped server pauses at most (100 - SHARE) % of it
 THRESHOLDS=${THRESHOLDS-"knee 3"}   # "knee": found at start-up; N: N ms; "knee@0.5": at cpu_target 0.5
-CPU_TARGET=${CPU_TARGET:-}          # the monitor's prefetch.cpu_target (empty: the node's default)
+CPU_TARGET=${CPU_TARGET:-}          # the monitor's prefetch.experimental.cpu_target (empty: the node's default)
 MONITOR_AGENTS=${MONITOR_AGENTS:-hinted} # "off": the Monitors' clients never ask for hints (the
                                    # monitor's probes and sampling alone; pilot 59)
-MONITOR_SET=${MONITOR_SET:-}        # more settings for the Monitor's server, e.g. "prefetch.hold_ms=10"
+MONITOR_SET=${MONITOR_SET:-}        # more settings for the Monitor's server, e.g. "prefetch.experimental.hold_ms=10"
 SERVE_SET=${SERVE_SET:-}            # more settings for every policy's server, e.g. "serve.revalidate_ms=1000"
 LISTENER=${LISTENER:-none}         # the Monitors' prefetches: "none": to the demand port (one
                                    # connection); "normal": to the prefetch listener (000 §2.3.2, two
@@ -137,11 +137,11 @@ esac
 policies=${BASE_POLICIES:-"noprefetch noavoid-1 noavoid-5"}   # a pilot may leave some out
 # A threshold may name its own CPU target: "knee@0.5" is the knee Monitor at cpu_target 0.5
 # (policy monitor-knee-cpu0.5); and its own LISTENER: "knee:none" (policy monitor-knee-lnone);
-# "+costN" sets its prefetch.cost_target to N % (policy monitor-knee-cost5: the brake on what
-# prefetching costs demand, as the agents report it; quiet periods of prefetch.quiet_ms every
-# prefetch.cost_every_ms), "+noshed" turns its shedding off (prefetch.shed = false; policy
-# monitor-knee-noshed), and "+anormal" or "+aidle" last sets its AGENT_PRIORITY (policy
-# monitor-knee-anormal).
+# "+costN" sets its prefetch.experimental.cost_target to N % (policy monitor-knee-cost5: the
+# brake on what prefetching costs demand, as the agents report it; quiet periods of
+# prefetch.experimental.quiet_ms every prefetch.experimental.cost_every_ms), "+noshed" turns
+# its shedding off (prefetch.experimental.shed = false; policy monitor-knee-noshed), and
+# "+anormal" or "+aidle" last sets its AGENT_PRIORITY (policy monitor-knee-anormal).
 case $ARRIVALS in constant|poisson) ;; *) echo "ARRIVALS must be constant or poisson, not $ARRIVALS" >&2; exit 2 ;; esac
 case $MONITOR_AGENTS in hinted|off) ;; *) echo "MONITOR_AGENTS must be hinted or off, not $MONITOR_AGENTS" >&2; exit 2 ;; esac
 case $AGENT_PREFETCH_CPU in ''|*[!0-9]*) echo "AGENT_PREFETCH_CPU must be a CPU number, not $AGENT_PREFETCH_CPU" >&2; exit 2 ;; esac
@@ -238,27 +238,27 @@ one_run() {
   local agent_priority=$AGENT_PRIORITY named=${policy%-anormal}; named=${named%-aidle}
   [ "$named" != "$policy" ] && agent_priority=${policy##*-a}
   local target=() shed=() bare=${named%-noshed} listener=$LISTENER
-  [ "$bare" != "$named" ] && shed=(--set prefetch.shed=false)
+  [ "$bare" != "$named" ] && shed=(--set prefetch.experimental.shed=false)
   local costed=$bare; bare=${bare%-cost*}
-  [ "$bare" != "$costed" ] && shed+=(--set prefetch.cost_target="$(awk "BEGIN { print ${costed##*-cost} / 100 }")")
+  [ "$bare" != "$costed" ] && shed+=(--set prefetch.experimental.cost_target="$(awk "BEGIN { print ${costed##*-cost} / 100 }")")
   local policy_lis=$bare; bare=${bare%-l*}
   [ "$bare" != "$policy_lis" ] && listener=${policy_lis##*-l}
   local mon=${bare%-cpu*}
-  [ -n "$CPU_TARGET" ] && target=(--set prefetch.cpu_target="$CPU_TARGET")
-  [ "$mon" != "$bare" ] && target=(--set prefetch.cpu_target="${bare##*-cpu}")
+  [ -n "$CPU_TARGET" ] && target=(--set prefetch.experimental.cpu_target="$CPU_TARGET")
+  [ "$mon" != "$bare" ] && target=(--set prefetch.experimental.cpu_target="${bare##*-cpu}")
   for kv in $MONITOR_SET; do target+=(--set "$kv"); done
   target+=("${shed[@]}")
   local every=(); for kv in $SERVE_SET; do every+=(--set "$kv"); done
   case $listener in
-    idle|normal) target+=(--set prefetch.listen=127.0.0.1:0 --set prefetch.listener_priority="$listener") ;;
+    idle|normal) target+=(--set prefetch.listen=127.0.0.1:0 --set prefetch.experimental.listener_priority="$listener") ;;
     none) ;;
     *) echo "a listener must be idle, normal or none, not $listener" >&2; exit 2 ;;
   esac
   case $mon in
-    noprefetch) server=(--set prefetch.budget=unlimited); agents=off ;;
-    noavoid-*) server=(--set prefetch.budget=unlimited); agents=${policy#noavoid-} ;;
+    noprefetch) server=(--set prefetch.experimental.budget=unlimited); agents=off ;;
+    noavoid-*) server=(--set prefetch.experimental.budget=unlimited); agents=${policy#noavoid-} ;;
     monitor-knee) server=(--set prefetch.probe_path=/f000.html "${target[@]}"); agents=$MONITOR_AGENTS ;;
-    monitor-*) t=${mon#monitor-}; server=(--set prefetch.threshold_ms="$t" --set prefetch.probe_path=/f000.html "${target[@]}"); agents=$MONITOR_AGENTS ;;
+    monitor-*) t=${mon#monitor-}; server=(--set prefetch.experimental.threshold_ms="$t" --set prefetch.probe_path=/f000.html "${target[@]}"); agents=$MONITOR_AGENTS ;;
   esac
   # The load generator is one address standing for thousands of clients: the per-address cap
   # on connections (a guard against one client taking every slot, 1,000 by default) would
@@ -267,7 +267,7 @@ one_run() {
   taskset -c 0 "$B" serve "$work/site" --listen 127.0.0.1:0 --workers 1 --prefetch \
     --set serve.max_connections_per_ip=10000 \
     --set serve.cpu_cost_us="$CPU_COST_US" \
-    --set prefetch.doc_files=$DOC_FILES "${server[@]}" "${every[@]}" > "$work/serve.out" 2> "$work/serve.err" 3>&- &
+    --set prefetch.experimental.doc_files=$DOC_FILES "${server[@]}" "${every[@]}" > "$work/serve.out" 2> "$work/serve.err" 3>&- &
   SP=$!
   [ "$capped" = yes ] && echo "$SP" > "$cg/cgroup.procs"
   for _ in $(seq 100); do grep -q "slipstream serve:" "$work/serve.out" && break; sleep 0.1; done

@@ -5,7 +5,7 @@
 
 For each status-*.json: the demand threads' run-queue delay (`demand_wait`, ms per second)
 and the budget over the last SAMPLES monitor samples (the measured run, at 100 ms epochs);
-with the cost brake on (prefetch.cost_target), each closed cycle's cost from medians and from
+with the cost brake on (prefetch.experimental.cost_target), each closed cycle's cost from medians and from
 means, the estimate, how often the brake cut the budget, and the first cycle's halves (it
 has no cost: the node's start). Last, the spread of the cycles'
 costs over every run: the noise the brake's estimate carries.

@@ -96,11 +96,11 @@ export function pageWaitLeft(waitValue, atValue, nowMs, config = PREFETCH_DEFAUL
 
 /**
  * The report a page's first hint request carries for the node's cost measurement (`served_ms`,
- * `page_us`; `prefetch.cost_target`), or null for none: when the node served the page (its
- * munged script's `data-served-ms`, which only pages the node served on demand carry) and how
- * long its response took as the browser saw it, Navigation Timing's `responseEnd −
- * requestStart` (`nav`, a PerformanceNavigationTiming or a plain object with those fields and
- * `transferSize`). Null for a malformed value, a page that came from a cache (`transferSize`
+ * `page_us`; `prefetch.experimental.cost_target`), or null for none: when the node served the
+ * page (its munged script's `data-served-ms`, which only pages the node served on demand
+ * carry) and how long its response took as the browser saw it, Navigation Timing's
+ * `responseEnd − requestStart` (`nav`, a PerformanceNavigationTiming or a plain object with
+ * those fields and `transferSize`). Null for a malformed value, a page that came from a cache (`transferSize`
  * 0: the node's time is not its), or a time that is no page's (negative, over a minute).
  */
 export function pageReport(servedValue, nav) {

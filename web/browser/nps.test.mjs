@@ -69,7 +69,7 @@ async function train(node) {
 }
 
 /** A node that gives every hint request a list of two, through a prefetch listener. */
-const UNLIMITED = ['prefetch.budget=unlimited', 'prefetch.listen=127.0.0.1:0', 'prefetch.doc_files=2'];
+const UNLIMITED = ['prefetch.experimental.budget=unlimited', 'prefetch.listen=127.0.0.1:0', 'prefetch.experimental.doc_files=2'];
 
 /** A headless Chromium on a fresh profile; `extraHTTPHeaders` on every request it sends. */
 async function browser(cleanup, chromium, extraHTTPHeaders = undefined) {
@@ -92,7 +92,7 @@ test('NPS agent: hinted pages prefetched through the prefetch listener are serve
   const root = tempDir(cleanup, 'slipstream-nps-');
   // With the cost measurement on, so that the page says when it was served and the worker
   // reports it (the budget is unlimited: no quiet period, nothing braked).
-  const node = await startNode(cleanup, root, [...UNLIMITED, 'prefetch.cost_target=0.05']);
+  const node = await startNode(cleanup, root, [...UNLIMITED, 'prefetch.experimental.cost_target=0.05']);
   await train(node);
   const listener = (await node.status()).listener;
   assert.ok(listener && listener.base.startsWith('http://127.0.0.1:'), `a prefetch listener: ${JSON.stringify(listener)}`);
@@ -163,10 +163,10 @@ test('NPS agent: a saturated server gets no prefetch, and a refused Speculation 
   // Every probe fails (the probed file does not exist): the monitor reads a saturated server.
   const node = await startNode(cleanup, root, [
     'prefetch.probe_path=/missing.html',
-    'prefetch.threshold_ms=2s',
+    'prefetch.experimental.threshold_ms=2s',
     'prefetch.listen=127.0.0.1:0',
     'prefetch.speculation_rules=true',
-    'prefetch.doc_files=2',
+    'prefetch.experimental.doc_files=2',
   ]);
   await train(node);
   await waitFor('the budget to fall to nothing', 20000, async () => (await node.status()).budget_per_s < 0.01);

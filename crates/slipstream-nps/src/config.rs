@@ -1,42 +1,77 @@
 //! The `[prefetch]` table of a node's config file: NPS on a `slipstream serve` node.
 //!
+//! `[prefetch]` holds what an operator decides:
+//!
 //! ```toml
 //! [prefetch]
+//! # enabled = true            # default: on when the file has this table or --prefetch is given
+//! max_budget_per_s = 100000   # the budget never grows above this many files a second
+//! probe_path = "/"            # the representative object the monitor probes
+//! # train_log = "access.log"  # a Common Log Format log to train the predictor from at start
+//! # listen = "0.0.0.0:8081"   # the prefetch listener (two connections, 000 §2.3.2)
+//! # public_url = "https://prefetch.example.org"  # how browsers reach it
+//! lower_effort = true         # DSCP Lower-Effort on the listener's packets (RFC 8622)
+//! admit_browser_prefetch = true # browsers' own prefetches only within the budget
+//! speculation_rules = false   # a Speculation-Rules header naming the budgeted hints
+//! munge = true                # add the agent's registration script to pages
+//! max_urls = 100000           # the model's bounds: URLs learnt, the length of one, the bytes
+//! max_url_len = 512           # of URL text, and the clients whose recent pages it keeps
+//! max_url_bytes = "16MiB"
+//! max_clients = 50000
+//! ```
+//!
+//! `[prefetch.experimental]` holds the research knobs: the budget's rule, the predictor's
+//! parameters and the guards measured in paper 000's experiments. The defaults are the ones
+//! the experiments settled on; a key of this table written at the top of `[prefetch]` is
+//! refused with a message saying where it moved.
+//!
+//! ```toml
+//! [prefetch.experimental]
 //! budget = "monitor"          # "monitor": the AIMD budget (000 §3.3); "unlimited": every hint
 //!                             # request gets a list (the paper's No-Avoidance)
 //! epoch_ms = 100              # τ: the monitor takes one sample an epoch
 //! probes_per_epoch = 5        # the sample is the mean of this many probes spread over the epoch
 //! doc_files = 10              # D: files in one hint list (one document's worth)
+//! threshold_ms = "3ms"        # a probe slower than this means the server is loaded;
+//!                             # 0 (default): found at start-up, at the knee of the
+//!                             # response-time curve
+//! min_threshold_ms = 1        # ... never below this
+//! probe_timeout_ms = 1000     # a probe this slow has failed
+//! samples_to_increase = 5     # AIMD: samples under the threshold before the budget grows,
+//! increase_per_s = 1.0        # ... by this many files a second
+//! slow_start = true           # double instead, until the first overload
+//! restart_after = 10          # and again after this many calm increases (0: never)
+//! validate_usage = 2.0        # grow only while under this many times the files granted
+//!                             # a second lately (0: off)
 //! pace_lists = true           # one list every D/B seconds, not the epoch's all at once
 //! pace_slack_ms = 2           # a paced slot taken up to this late keeps the schedule
 //! hold_ms = 10                # a hint request whose paced slot is this near is held for it,
 //!                             # not refused (0: refuse, the paper's rule)
 //! cpu_target = 0.7            # keep the node's CPU use under this fraction of what it may
 //!                             # use (its cgroup quota, its cores); 0: probes alone
+//! cpu_count_idle = true       # count threads at idle priority (an idle listener's) in it:
+//!                             # idle priority yields the CPU, not everything a core shares
 //! cost_target = 0             # keep what prefetching costs demand, as clients report it
 //!                             # (pages served while prefetching against pages served in
 //!                             # quiet periods), under this fraction; 0: off. On, prefetching
 //!                             # stops for quiet_ms at the start of every cost_every_ms
 //! cost_every_ms = 4000
 //! quiet_ms = 500
-//! cpu_count_idle = true       # count threads at idle priority (an idle listener's) in it:
-//!                             # idle priority yields the CPU, not everything a core shares
 //! shed = true                 # while the monitor's last sample found the node overloaded,
 //!                             # refuse prefetches (503) and hint lists at once
 //! page_wait = true            # when the hint server would tell every client to wait (no
 //!                             # budget, or shedding), pages say so and agents do not ask
 //! page_invite = 2.0           # with page_wait, pages invite agents to ask about twice as
 //!                             # often as the budget has lists; the rest are told to wait
-//! probe_path = "/"            # the representative object the monitor probes
-//! threshold_ms = "3ms"        # a probe slower than this means the server is loaded;
-//!                             # 0 (default): found at start-up, at the knee of the
-//!                             # response-time curve
-//! # train_log = "access.log"  # a Common Log Format log to train the predictor from at start
-//! # listen = "0.0.0.0:8081"   # the prefetch listener (two connections, 000 §2.3.2)
-//! listener_priority = "normal" # its CPU priority: "normal" (demand's thread) or "idle" (a
-//!                             # thread of its own in SCHED_IDLE)
-//! rtt_backoff = false         # its connections give way when their round-trip time rises
-//!                             # above its least (TCP Nice's signal, read from TCP_INFO)
+//! order = 2                   # PPM-2/10 (000 §6.3)
+//! window = 10
+//! fill_popular = true         # fill short lists with the most popular URLs
+//! max_turns = 10              # hint turns a client may chain after one document
+//! listener_priority = "normal" # the listener's CPU priority: "normal" (demand's thread) or
+//!                             # "idle" (a thread of its own in SCHED_IDLE)
+//! congestion = ["lp", "ledbat"] # less-than-best-effort congestion controls to ask for
+//! rtt_backoff = false         # the listener's connections give way when their round-trip
+//!                             # time rises above its least (TCP Nice's signal, from TCP_INFO)
 //! backoff_threshold_pct = 20  # ... by this share of the spread between least and greatest
 //! backoff_floor_ms = 1        # ... and by more than this
 //! backoff_max_pause_ms = 500  # the longest pause between probes at the smallest window
@@ -46,17 +81,66 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use slipstream_prefetch::hints::HintsConfig;
 use slipstream_prefetch::monitor::MonitorConfig;
 
-/// The `[prefetch]` table.
+/// The `[prefetch]` table: what an operator decides. The research knobs are in
+/// [`Experimental`].
+///
+/// Read it through serde's `Deserialize`, which refuses a key of `[prefetch.experimental]`
+/// written at the top level with a message saying where it moved. The derive (serde's
+/// `remote = "Self"`) only reads the fields: its inherent `Config::deserialize` skips that check.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct Config {
     /// Run NPS. By default a node prefetches when its file has a `[prefetch]` table or a
     /// prefetch flag is given; `false` turns it off regardless.
     pub enabled: Option<bool>,
+    /// The path (with its query) of the representative object the monitor probes.
+    pub probe_path: String,
+    /// The budget never grows above this many files per second.
+    pub max_budget_per_s: f64,
+    /// Distinct URLs the model learns at most.
+    pub max_urls: usize,
+    /// URLs (path and query) longer than this are not learnt (a query string of kilobytes).
+    pub max_url_len: usize,
+    /// Bytes of URL text the model holds at most.
+    #[serde(deserialize_with = "slipstream_units::de::bytes_usize")]
+    pub max_url_bytes: usize,
+    /// Clients whose recent pages the model keeps at most (oldest forgotten first).
+    pub max_clients: usize,
+    /// A Common Log Format log to train the predictor from at start (offline training).
+    pub train_log: Option<PathBuf>,
+    /// The prefetch listener (the two-connection architecture, 000 §2.3.2): a second address
+    /// serving the same content for prefetches only, at low priority. None: one connection.
+    #[serde(default, deserialize_with = "opt_listen")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// The base URL browsers reach the prefetch listener at (default: its bound address).
+    pub public_url: Option<String>,
+    /// Mark the prefetch listener's packets DSCP Lower-Effort (RFC 8622).
+    pub lower_effort: bool,
+    /// Answer browsers' own prefetches (`Sec-Purpose: prefetch`) only within the monitor's
+    /// budget; beyond it, 503 at once.
+    pub admit_browser_prefetch: bool,
+    /// Send the `Speculation-Rules` header with pages, naming a rule set of the budgeted hints
+    /// (`/_slipstream/speculationrules`), so browsers prefetch natively.
+    pub speculation_rules: bool,
+    /// The munger (000 §5/§6.1): add the agent's registration script to pages that lack it.
+    pub munge: bool,
+    /// The research knobs: `[prefetch.experimental]`.
+    pub experimental: Experimental,
+}
+
+/// The `[prefetch.experimental]` table: the budget's rule, the predictor's parameters and the
+/// guards measured in paper 000's experiments. Their defaults are the ones the experiments
+/// settled on; a key of this table written at the top of `[prefetch]` is refused with a
+/// message saying where it moved.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Experimental {
     /// `"monitor"` (the budget follows the server's spare capacity) or `"unlimited"` (every
     /// hint request gets a list: the paper's No-Avoidance, for comparisons).
     pub budget: String,
@@ -66,8 +150,6 @@ pub struct Config {
     pub epoch_ms: u64,
     /// D: the files in one hint list.
     pub doc_files: usize,
-    /// The path (with its query) of the representative object the monitor probes.
-    pub probe_path: String,
     /// A probe slower than this means the server is loaded (0: found at start-up from the
     /// knee of the response-time curve).
     #[serde(deserialize_with = "slipstream_units::de::millis")]
@@ -90,8 +172,6 @@ pub struct Config {
     pub slow_start: bool,
     /// Go back to doubling after this many additive increases without an overload (0: never).
     pub restart_after: u32,
-    /// The budget never grows above this many files per second.
-    pub max_budget_per_s: f64,
     /// The budget grows only while under this many times the files clients were granted per
     /// second lately, plus one list an epoch, and decays toward that above it (RFC 7661's
     /// validation; 0: off, the paper's rule).
@@ -136,29 +216,10 @@ pub struct Config {
     pub order: usize,
     /// PPM window w, in pages (000 §6.3: 10).
     pub window: usize,
-    /// Distinct URLs the model learns at most.
-    pub max_urls: usize,
-    /// URLs (path and query) longer than this are not learnt (a query string of kilobytes).
-    pub max_url_len: usize,
-    /// Bytes of URL text the model holds at most.
-    #[serde(deserialize_with = "slipstream_units::de::bytes_usize")]
-    pub max_url_bytes: usize,
-    /// Clients whose recent pages the model keeps at most (oldest forgotten first).
-    pub max_clients: usize,
     /// Fill hint lists with the most popular URLs when the predictor knows too little.
     pub fill_popular: bool,
     /// Hint turns a client may chain after one document (000 §6.1's TURN), at most.
     pub max_turns: usize,
-    /// A Common Log Format log to train the predictor from at start (offline training).
-    pub train_log: Option<PathBuf>,
-    /// The prefetch listener (the two-connection architecture, 000 §2.3.2): a second address
-    /// serving the same content for prefetches only, at low priority. None: one connection.
-    #[serde(default, deserialize_with = "opt_listen")]
-    pub listen: Option<std::net::SocketAddr>,
-    /// The base URL browsers reach the prefetch listener at (default: its bound address).
-    pub public_url: Option<String>,
-    /// Mark the prefetch listener's packets DSCP Lower-Effort (RFC 8622).
-    pub lower_effort: bool,
     /// The prefetch listener's CPU priority: `"normal"` (the default: on the node's own
     /// runtime, beside demand) or `"idle"` (a thread of its own in the kernel's idle
     /// scheduling class, so demand's thread always runs first). On a CPU-capped node "idle"
@@ -187,9 +248,6 @@ pub struct Config {
     /// each connection. On a slow link with room to spare the shared window also holds back
     /// prefetching that would not have hurt (docs/experiments/000-network-loopback.md).
     pub backoff_shared: bool,
-    /// Answer browsers' own prefetches (`Sec-Purpose: prefetch`) only within the monitor's
-    /// budget; beyond it, 503 at once.
-    pub admit_browser_prefetch: bool,
     /// While the monitor's last sample found the node overloaded (a probe over the threshold,
     /// or the CPU nearly all in use), refuse every prefetch with a 503 and every hint request
     /// with a wait (at least to the next epoch), without waiting for the budget to come down:
@@ -214,11 +272,107 @@ pub struct Config {
     /// asked for than the budget allows; the budget itself bounds the lists either way.
     /// 0: every agent asks.
     pub page_invite: f64,
-    /// Send the `Speculation-Rules` header with pages, naming a rule set of the budgeted hints
-    /// (`/_slipstream/speculationrules`), so browsers prefetch natively.
-    pub speculation_rules: bool,
-    /// The munger (000 §5/§6.1): add the agent's registration script to pages that lack it.
-    pub munge: bool,
+}
+
+/// The keys of [`Experimental`], which older configs wrote at the top of `[prefetch]`.
+const MOVED: &[&str] = &[
+    "budget",
+    "epoch_ms",
+    "doc_files",
+    "threshold_ms",
+    "min_threshold_ms",
+    "probe_timeout_ms",
+    "probes_per_epoch",
+    "samples_to_increase",
+    "increase_per_s",
+    "slow_start",
+    "restart_after",
+    "validate_usage",
+    "pace_lists",
+    "pace_slack_ms",
+    "hold_ms",
+    "cpu_target",
+    "cost_target",
+    "cost_every_ms",
+    "quiet_ms",
+    "cpu_count_idle",
+    "order",
+    "window",
+    "fill_popular",
+    "max_turns",
+    "listener_priority",
+    "congestion",
+    "rtt_backoff",
+    "backoff_threshold_pct",
+    "backoff_floor_ms",
+    "backoff_max_pause_ms",
+    "backoff_shared",
+    "shed",
+    "page_wait",
+    "page_invite",
+];
+
+impl<'de> Deserialize<'de> for Config {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Config, D::Error> {
+        d.deserialize_map(MovedKeys)
+    }
+}
+
+/// Reads the `[prefetch]` table with the derive, after looking at each key: one that moved to
+/// `[prefetch.experimental]` gets a message saying so rather than serde's "unknown field". The
+/// key is read inside the format's own key reader, so a file's error still names its line.
+struct MovedKeys;
+
+impl<'de> Visitor<'de> for MovedKeys {
+    type Value = Config;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the [prefetch] table")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Config, A::Error> {
+        Config::deserialize(MapAccessDeserializer::new(CheckKeys(map)))
+    }
+}
+
+/// A map whose keys are checked by [`CheckKey`].
+struct CheckKeys<A>(A);
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for CheckKeys<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        self.0.next_key_seed(CheckKey(seed))
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
+        self.0.next_value_seed(seed)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+/// A key of `[prefetch]`: refused with where it moved, or handed to the derive's key reader.
+struct CheckKey<K>(K);
+
+impl<'de, K: DeserializeSeed<'de>> DeserializeSeed<'de> for CheckKey<K> {
+    type Value = K::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<K::Value, D::Error> {
+        let key = String::deserialize(d)?;
+        if MOVED.contains(&key.as_str()) {
+            return Err(serde::de::Error::custom(format!(
+                "prefetch.{key} is an experiment setting: set it as \
+                 prefetch.experimental.{key} ([prefetch.experimental])"
+            )));
+        }
+        self.0.deserialize(key.into_deserializer())
+    }
 }
 
 fn opt_listen<'de, D: serde::Deserializer<'de>>(
@@ -232,10 +386,31 @@ impl Default for Config {
         let h = HintsConfig::default();
         Config {
             enabled: None,
+            probe_path: "/".into(),
+            max_budget_per_s: 100_000.0,
+            max_urls: h.max_urls,
+            max_url_len: h.max_url_len,
+            max_url_bytes: h.max_url_bytes,
+            max_clients: h.max_clients,
+            train_log: None,
+            listen: None,
+            public_url: None,
+            lower_effort: true,
+            admit_browser_prefetch: true,
+            speculation_rules: false,
+            munge: true,
+            experimental: Experimental::default(),
+        }
+    }
+}
+
+impl Default for Experimental {
+    fn default() -> Self {
+        let h = HintsConfig::default();
+        Experimental {
             budget: "monitor".into(),
             epoch_ms: 100,
             doc_files: 10,
-            probe_path: "/".into(),
             threshold_ms: 0,
             min_threshold_ms: 1,
             probe_timeout_ms: 1000,
@@ -244,7 +419,6 @@ impl Default for Config {
             increase_per_s: 1.0,
             slow_start: true,
             restart_after: 10,
-            max_budget_per_s: 100_000.0,
             validate_usage: 2.0,
             pace_lists: true,
             pace_slack_ms: 2,
@@ -256,16 +430,8 @@ impl Default for Config {
             cpu_count_idle: true,
             order: h.order,
             window: h.window,
-            max_urls: h.max_urls,
-            max_url_len: h.max_url_len,
-            max_url_bytes: h.max_url_bytes,
-            max_clients: h.max_clients,
             fill_popular: h.fill_popular,
             max_turns: 10,
-            train_log: None,
-            listen: None,
-            public_url: None,
-            lower_effort: true,
             listener_priority: slipstream_node::bootstrap::Priority::Normal,
             congestion: vec!["lp".into(), "ledbat".into()],
             rtt_backoff: false,
@@ -273,12 +439,9 @@ impl Default for Config {
             backoff_floor_ms: 1,
             backoff_max_pause_ms: 500,
             backoff_shared: true,
-            admit_browser_prefetch: true,
             shed: true,
             page_wait: true,
             page_invite: 2.0,
-            speculation_rules: false,
-            munge: true,
         }
     }
 }
@@ -381,21 +544,28 @@ impl Config {
 
     /// Checks every field.
     pub fn validate(self) -> Result<Settings, ConfigError> {
-        let budget = match self.budget.as_str() {
+        let e = self.experimental;
+        let budget = match e.budget.as_str() {
             "monitor" => Budget::Monitor,
             "unlimited" => Budget::Unlimited,
             other => {
                 return Err(refuse(
-                    "budget",
+                    "experimental.budget",
                     format!("`{other}`: expected \"monitor\" or \"unlimited\""),
                 ))
             }
         };
-        if !(1..=60_000).contains(&self.epoch_ms) {
-            return Err(refuse("epoch_ms", "must be between 1 ms and 60 s"));
+        if !(1..=60_000).contains(&e.epoch_ms) {
+            return Err(refuse(
+                "experimental.epoch_ms",
+                "must be between 1 ms and 60 s",
+            ));
         }
-        if !(1..=1000).contains(&self.doc_files) {
-            return Err(refuse("doc_files", "must be between 1 and 1000"));
+        if !(1..=1000).contains(&e.doc_files) {
+            return Err(refuse(
+                "experimental.doc_files",
+                "must be between 1 and 1000",
+            ));
         }
         if !self.probe_path.starts_with('/') || self.probe_path.starts_with("/_slipstream/") {
             return Err(refuse(
@@ -409,91 +579,103 @@ impl Config {
         if self.probe_path.parse::<http::uri::PathAndQuery>().is_err() {
             return Err(refuse("probe_path", "is not a valid URL path"));
         }
-        if self.probe_timeout_ms == 0 {
-            return Err(refuse("probe_timeout_ms", "must be positive"));
+        if e.probe_timeout_ms == 0 {
+            return Err(refuse("experimental.probe_timeout_ms", "must be positive"));
         }
-        if !(self.validate_usage == 0.0 || self.validate_usage >= 1.0) {
-            return Err(refuse("validate_usage", "must be 0 (off) or at least 1"));
-        }
-        if !(self.cpu_target.is_finite() && (0.0..=1.0).contains(&self.cpu_target)) {
+        if !(e.validate_usage == 0.0 || e.validate_usage >= 1.0) {
             return Err(refuse(
-                "cpu_target",
+                "experimental.validate_usage",
+                "must be 0 (off) or at least 1",
+            ));
+        }
+        if !(e.cpu_target.is_finite() && (0.0..=1.0).contains(&e.cpu_target)) {
+            return Err(refuse(
+                "experimental.cpu_target",
                 "must be between 0 (off) and 1 (all the CPU the node may use)",
             ));
         }
-        if !(self.cost_target.is_finite() && (0.0..=1.0).contains(&self.cost_target)) {
+        if !(e.cost_target.is_finite() && (0.0..=1.0).contains(&e.cost_target)) {
             return Err(refuse(
-                "cost_target",
+                "experimental.cost_target",
                 "must be between 0 (off) and 1 (demand twice as slow)",
             ));
         }
-        if !(self.page_invite.is_finite() && (0.0..=100.0).contains(&self.page_invite)) {
+        if !(e.page_invite.is_finite() && (0.0..=100.0).contains(&e.page_invite)) {
             return Err(refuse(
-                "page_invite",
+                "experimental.page_invite",
                 "must be between 0 (every agent asks) and 100 (times the lists the budget allows)",
             ));
         }
-        if self.cost_target > 0.0 && self.cost_every_ms > 600_000 {
+        if e.cost_target > 0.0 && e.cost_every_ms > 600_000 {
             return Err(refuse(
-                "cost_every_ms",
+                "experimental.cost_every_ms",
                 "must be at most 10 minutes (a cycle's reports wait in memory until it ends)",
             ));
         }
-        let cost = (self.cost_target > 0.0)
+        let cost = (e.cost_target > 0.0)
             .then(|| {
                 let c = slipstream_prefetch::cost::CostConfig {
-                    every: Duration::from_millis(self.cost_every_ms),
-                    quiet: Duration::from_millis(self.quiet_ms),
+                    every: Duration::from_millis(e.cost_every_ms),
+                    quiet: Duration::from_millis(e.quiet_ms),
                     ..Default::default()
                 };
                 c.check().map(|()| c)
             })
             .transpose()
-            .map_err(|why| refuse("quiet_ms", why))?;
-        if !(1..=100).contains(&self.backoff_threshold_pct) {
+            .map_err(|why| refuse("experimental.quiet_ms", why))?;
+        if !(1..=100).contains(&e.backoff_threshold_pct) {
             return Err(refuse(
-                "backoff_threshold_pct",
+                "experimental.backoff_threshold_pct",
                 "must be between 1 and 100 (per cent of the spread of round-trip times)",
             ));
         }
-        if self.backoff_floor_ms > 1000 {
-            return Err(refuse("backoff_floor_ms", "must be at most 1 s"));
-        }
-        if !(1..=10_000).contains(&self.backoff_max_pause_ms) {
+        if e.backoff_floor_ms > 1000 {
             return Err(refuse(
-                "backoff_max_pause_ms",
+                "experimental.backoff_floor_ms",
+                "must be at most 1 s",
+            ));
+        }
+        if !(1..=10_000).contains(&e.backoff_max_pause_ms) {
+            return Err(refuse(
+                "experimental.backoff_max_pause_ms",
                 "must be between 1 ms and 10 s (a longer pause reads as an idle connection)",
             ));
         }
-        if self.pace_slack_ms > 1000 {
-            return Err(refuse("pace_slack_ms", "must be at most 1 s"));
+        if e.pace_slack_ms > 1000 {
+            return Err(refuse("experimental.pace_slack_ms", "must be at most 1 s"));
         }
-        if self.hold_ms > 10_000 {
+        if e.hold_ms > 10_000 {
             return Err(refuse(
-                "hold_ms",
+                "experimental.hold_ms",
                 "must be at most 10 s (a held request keeps its connection)",
             ));
         }
-        if !(1..=100).contains(&self.probes_per_epoch) {
-            return Err(refuse("probes_per_epoch", "must be between 1 and 100"));
+        if !(1..=100).contains(&e.probes_per_epoch) {
+            return Err(refuse(
+                "experimental.probes_per_epoch",
+                "must be between 1 and 100",
+            ));
         }
-        if !(self.increase_per_s.is_finite() && self.increase_per_s > 0.0) {
-            return Err(refuse("increase_per_s", "must be a positive number"));
+        if !(e.increase_per_s.is_finite() && e.increase_per_s > 0.0) {
+            return Err(refuse(
+                "experimental.increase_per_s",
+                "must be a positive number",
+            ));
         }
         if !(self.max_budget_per_s.is_finite() && self.max_budget_per_s >= 1.0) {
             return Err(refuse("max_budget_per_s", "must be at least 1"));
         }
-        if !(1..=slipstream_prefetch::History::KEEP).contains(&self.order) {
+        if !(1..=slipstream_prefetch::History::KEEP).contains(&e.order) {
             return Err(refuse(
-                "order",
+                "experimental.order",
                 format!(
                     "must be between 1 and {}",
                     slipstream_prefetch::History::KEEP
                 ),
             ));
         }
-        if self.window == 0 {
-            return Err(refuse("window", "must be at least 1"));
+        if e.window == 0 {
+            return Err(refuse("experimental.window", "must be at least 1"));
         }
         if self.max_urls == 0
             || self.max_clients == 0
@@ -518,67 +700,63 @@ impl Config {
                 }
             }
         }
-        let threshold = (self.threshold_ms > 0).then(|| Duration::from_millis(self.threshold_ms));
+        let threshold = (e.threshold_ms > 0).then(|| Duration::from_millis(e.threshold_ms));
         let defaults = HintsConfig::default();
         Ok(Settings {
             budget,
-            epoch: Duration::from_millis(self.epoch_ms),
-            doc_files: self.doc_files,
+            epoch: Duration::from_millis(e.epoch_ms),
+            doc_files: e.doc_files,
             probe_path: self.probe_path,
             threshold,
-            min_threshold: Duration::from_millis(self.min_threshold_ms),
-            probe_timeout: Duration::from_millis(self.probe_timeout_ms),
-            probes_per_epoch: self.probes_per_epoch,
-            pace_lists: self.pace_lists,
-            pace_slack: Duration::from_millis(self.pace_slack_ms),
-            hold: Duration::from_millis(self.hold_ms),
+            min_threshold: Duration::from_millis(e.min_threshold_ms),
+            probe_timeout: Duration::from_millis(e.probe_timeout_ms),
+            probes_per_epoch: e.probes_per_epoch,
+            pace_lists: e.pace_lists,
+            pace_slack: Duration::from_millis(e.pace_slack_ms),
+            hold: Duration::from_millis(e.hold_ms),
             monitor: MonitorConfig {
-                threshold: threshold.unwrap_or(Duration::from_millis(self.min_threshold_ms.max(1))),
-                samples_to_increase: self.samples_to_increase.max(1),
-                increase_per_s: self.increase_per_s,
+                threshold: threshold.unwrap_or(Duration::from_millis(e.min_threshold_ms.max(1))),
+                samples_to_increase: e.samples_to_increase.max(1),
+                increase_per_s: e.increase_per_s,
                 min_per_s: 0.0,
                 max_per_s: self.max_budget_per_s,
-                slow_start: self.slow_start,
-                restart_after: self.restart_after,
-                validate: self.validate_usage,
-                validate_floor_per_s: self.doc_files.max(1) as f64
-                    / (self.epoch_ms.max(1) as f64 / 1000.0),
-                load_target: self.cpu_target,
-                cost_target: self.cost_target,
+                slow_start: e.slow_start,
+                restart_after: e.restart_after,
+                validate: e.validate_usage,
+                validate_floor_per_s: e.doc_files.max(1) as f64
+                    / (e.epoch_ms.max(1) as f64 / 1000.0),
+                load_target: e.cpu_target,
+                cost_target: e.cost_target,
             },
-            cpu_count_idle: self.cpu_count_idle,
+            cpu_count_idle: e.cpu_count_idle,
             cost,
             model: HintsConfig {
-                order: self.order,
-                window: self.window,
+                order: e.order,
+                window: e.window,
                 max_urls: self.max_urls,
                 max_url_len: self.max_url_len,
                 max_url_bytes: self.max_url_bytes,
                 max_clients: self.max_clients,
-                fill_popular: self.fill_popular,
+                fill_popular: e.fill_popular,
                 ..defaults
             },
-            max_turns: self.max_turns.max(1),
+            max_turns: e.max_turns.max(1),
             train_log: self.train_log,
             listen: self.listen,
             public_url: self.public_url.map(|u| u.trim_end_matches('/').to_owned()),
             lower_effort: self.lower_effort,
-            listener_priority: self.listener_priority,
-            congestion: self.congestion,
-            pacing: self.rtt_backoff.then(|| slipstream_http::nice::NiceConfig {
-                threshold_pct: self.backoff_threshold_pct,
-                floor: Duration::from_millis(self.backoff_floor_ms),
-                max_pause: Duration::from_millis(self.backoff_max_pause_ms),
-                shared: self.backoff_shared,
+            listener_priority: e.listener_priority,
+            congestion: e.congestion,
+            pacing: e.rtt_backoff.then(|| slipstream_http::nice::NiceConfig {
+                threshold_pct: e.backoff_threshold_pct,
+                floor: Duration::from_millis(e.backoff_floor_ms),
+                max_pause: Duration::from_millis(e.backoff_max_pause_ms),
+                shared: e.backoff_shared,
             }),
             admit_browser_prefetch: self.admit_browser_prefetch,
-            shed: self.shed,
-            page_wait: self.page_wait,
-            page_invite: if self.page_wait {
-                self.page_invite
-            } else {
-                0.0
-            },
+            shed: e.shed,
+            page_wait: e.page_wait,
+            page_invite: if e.page_wait { e.page_invite } else { 0.0 },
             speculation_rules: self.speculation_rules,
             munge: self.munge,
         })
@@ -588,6 +766,89 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use slipstream_node::config::{ConfigFile, Overrides};
+
+    /// The default config with `e` for its experimental table.
+    fn x(e: Experimental) -> Config {
+        Config {
+            experimental: e,
+            ..Config::default()
+        }
+    }
+
+    /// The `[prefetch]` table of `text` with `sets` applied, as `slipstream serve` reads it.
+    fn read(text: &str, sets: &[(&str, f64)]) -> Result<Config, String> {
+        let file = ConfigFile::parse(None, text.to_owned()).map_err(|e| e.to_string())?;
+        let mut overrides = Overrides::default();
+        for (key, value) in sets {
+            overrides.set(key, *value);
+        }
+        file.section("prefetch", &overrides)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_moved_key_at_the_top_level_says_where_it_moved() {
+        let moved = "prefetch.cpu_target is an experiment setting: set it as \
+                     prefetch.experimental.cpu_target ([prefetch.experimental])";
+        let err = read("[prefetch]\nmax_urls = 10\ncpu_target = 0.9\n", &[]).unwrap_err();
+        assert!(err.contains(moved), "{err}");
+        assert!(
+            err.contains("line 3"),
+            "the file's error names the line: {err}"
+        );
+        let err = read("", &[("prefetch.cpu_target", 0.9)]).unwrap_err();
+        assert_eq!(err, format!("prefetch.cpu_target: {moved}"));
+    }
+
+    #[test]
+    fn the_experimental_table_parses_from_the_file_and_from_overrides() {
+        let c = read(
+            "[prefetch]\nmax_budget_per_s = 50\n\n[prefetch.experimental]\n\
+             cpu_target = 0.9\nbudget = \"unlimited\"\nthreshold_ms = \"3ms\"\n",
+            &[("prefetch.experimental.cost_target", 0.05)],
+        )
+        .unwrap();
+        assert_eq!(c.max_budget_per_s, 50.0);
+        assert_eq!(c.experimental.cpu_target, 0.9);
+        assert_eq!(c.experimental.cost_target, 0.05);
+        let s = c.validate().unwrap();
+        assert_eq!(s.budget, Budget::Unlimited);
+        assert_eq!(s.threshold, Some(Duration::from_millis(3)));
+        assert_eq!(s.monitor.load_target, 0.9);
+        assert_eq!(s.monitor.max_per_s, 50.0);
+        let c = read("", &[("prefetch.experimental.cpu_target", 0.5)]).unwrap();
+        assert_eq!(c.experimental.cpu_target, 0.5);
+        assert_eq!(c.experimental.doc_files, 10, "the rest keeps its defaults");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_in_either_table() {
+        for text in [
+            "[prefetch]\nnope = 1\n",
+            "[prefetch.experimental]\nnope = 1\n",
+            // An operator setting is not an experiment setting either.
+            "[prefetch.experimental]\nmax_urls = 1\n",
+        ] {
+            let err = read(text, &[]).unwrap_err();
+            assert!(err.contains("unknown field"), "{text}: {err}");
+        }
+        assert!(read("", &[("prefetch.experimental.nope", 1.0)])
+            .unwrap_err()
+            .contains("unknown field `nope`"));
+    }
+
+    #[test]
+    fn the_moved_keys_are_exactly_the_experimental_table() {
+        // serde's refusal of an unknown field lists the fields the table has.
+        let err = read("[prefetch.experimental]\nnope = 1\n", &[]).unwrap_err();
+        let listed = err.split("expected one of").nth(1).expect(&err);
+        let mut fields: Vec<&str> = listed.split('`').skip(1).step_by(2).collect();
+        let mut moved = MOVED.to_vec();
+        fields.sort_unstable();
+        moved.sort_unstable();
+        assert_eq!(fields, moved);
+    }
 
     #[test]
     fn defaults_validate_and_bad_fields_are_named() {
@@ -596,11 +857,11 @@ mod tests {
         assert_eq!(s.threshold, None);
         let bad = |c: Config| c.validate().unwrap_err().field;
         assert_eq!(
-            bad(Config {
+            bad(x(Experimental {
                 budget: "lots".into(),
-                ..Config::default()
-            }),
-            "budget"
+                ..Experimental::default()
+            })),
+            "experimental.budget"
         );
         assert_eq!(
             bad(Config {
@@ -612,34 +873,34 @@ mod tests {
         assert!(s.pacing.is_none(), "the back-off is off by default");
         for (c, field) in [
             (
-                Config {
+                x(Experimental {
                     backoff_threshold_pct: 0,
-                    ..Config::default()
-                },
-                "backoff_threshold_pct",
+                    ..Experimental::default()
+                }),
+                "experimental.backoff_threshold_pct",
             ),
             (
-                Config {
+                x(Experimental {
                     backoff_floor_ms: 5_000,
-                    ..Config::default()
-                },
-                "backoff_floor_ms",
+                    ..Experimental::default()
+                }),
+                "experimental.backoff_floor_ms",
             ),
             (
-                Config {
+                x(Experimental {
                     backoff_max_pause_ms: 0,
-                    ..Config::default()
-                },
-                "backoff_max_pause_ms",
+                    ..Experimental::default()
+                }),
+                "experimental.backoff_max_pause_ms",
             ),
         ] {
             assert_eq!(bad(c), field);
         }
-        let on = Config {
+        let on = x(Experimental {
             rtt_backoff: true,
             backoff_threshold_pct: 30,
-            ..Config::default()
-        }
+            ..Experimental::default()
+        })
         .validate()
         .unwrap();
         assert_eq!(
@@ -652,56 +913,56 @@ mod tests {
             })
         );
         assert_eq!(
-            bad(Config {
+            bad(x(Experimental {
                 doc_files: 0,
-                ..Config::default()
-            }),
-            "doc_files"
+                ..Experimental::default()
+            })),
+            "experimental.doc_files"
         );
         assert_eq!(
-            bad(Config {
+            bad(x(Experimental {
                 cpu_target: 1.5,
-                ..Config::default()
-            }),
-            "cpu_target"
+                ..Experimental::default()
+            })),
+            "experimental.cpu_target"
         );
         assert_eq!(
-            bad(Config {
+            bad(x(Experimental {
                 cost_target: -0.1,
-                ..Config::default()
-            }),
-            "cost_target"
+                ..Experimental::default()
+            })),
+            "experimental.cost_target"
         );
         for invite in [-1.0, f64::NAN, 1e3] {
             assert_eq!(
-                bad(Config {
+                bad(x(Experimental {
                     page_invite: invite,
-                    ..Config::default()
-                }),
-                "page_invite"
+                    ..Experimental::default()
+                })),
+                "experimental.page_invite"
             );
         }
         // A quiet period that leaves nothing to measure between its settles.
         assert_eq!(
-            bad(Config {
+            bad(x(Experimental {
                 cost_target: 0.05,
                 quiet_ms: 150,
-                ..Config::default()
-            }),
-            "quiet_ms"
+                ..Experimental::default()
+            })),
+            "experimental.quiet_ms"
         );
         assert_eq!(
-            bad(Config {
+            bad(x(Experimental {
                 cost_target: 0.05,
                 cost_every_ms: 3_600_000,
-                ..Config::default()
-            }),
-            "cost_every_ms"
+                ..Experimental::default()
+            })),
+            "experimental.cost_every_ms"
         );
-        let on = Config {
+        let on = x(Experimental {
             cost_target: 0.05,
-            ..Config::default()
-        }
+            ..Experimental::default()
+        })
         .validate()
         .unwrap();
         assert_eq!(on.monitor.cost_target, 0.05);

@@ -34,7 +34,7 @@ use slipstream_prefetch::cost::{CostMeter, Report};
 use slipstream_prefetch::hints::Hints;
 use slipstream_prefetch::monitor::{Change, Monitor, Next};
 
-pub use config::{Budget, Config, Settings};
+pub use config::{Budget, Config, Experimental, Settings};
 
 /// How many monitor samples the status keeps (a minute at 100 ms epochs).
 pub const SAMPLES_KEPT: usize = 600;
@@ -770,9 +770,12 @@ mod tests {
     fn a_quiet_period_grants_nothing_and_leaves_the_budget_alone() {
         // A quiet period of a minute from the start, so that the test runs inside it.
         let settings = config::Config {
-            cost_target: 0.05,
-            cost_every_ms: 130_000,
-            quiet_ms: 60_000,
+            experimental: config::Experimental {
+                cost_target: 0.05,
+                cost_every_ms: 130_000,
+                quiet_ms: 60_000,
+                ..Default::default()
+            },
             ..config::Config::default()
         }
         .validate()

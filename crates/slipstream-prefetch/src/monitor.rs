@@ -62,7 +62,8 @@
 //! - **Overloaded now** ([`Monitor::overloaded`]): after each sample, whether its probes were
 //!   over the threshold (before a re-probe confirms them) or the load at [`SHED_LOAD`] or
 //!   over. The budget changes once an epoch and lists granted before a burst still arrive in
-//!   it; a caller sheds prefetches outright while this holds (`prefetch.shed` on a node).
+//!   it; a caller sheds prefetches outright while this holds (`prefetch.experimental.shed` on
+//!   a node).
 //! - **The threshold from the knee** ([`knee`]): the paper supplies thresholds by hand and names
 //!   picking them automatically as future work, noting that response time is "nearly constant
 //!   ... for low load followed by a sharp rise beyond the knee". [`knee`] finds that point on a

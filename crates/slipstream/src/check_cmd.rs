@@ -32,6 +32,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 let c: slipstream_proxy::Config = file.section(table, &none)?;
                 c.validate().with_context(what)?;
             }
+            "prefetch" => {
+                let c: slipstream_nps::Config = file.section(table, &none)?;
+                c.validate().with_context(what)?;
+            }
             // Tables of capabilities still to come are accepted by name only.
             _ => {}
         }

@@ -128,7 +128,9 @@ impl Args {
         let settings = table.validate()?;
         if serve.tls.is_some() && settings.budget == slipstream_nps::Budget::Monitor {
             anyhow::bail!(
-                "[prefetch] the monitor probes the node over plain HTTP; with TLS set                  `prefetch.budget = \"unlimited\"` or serve prefetching from a plain-HTTP node"
+                "[prefetch] the monitor probes the node over plain HTTP; with TLS set \
+                 `prefetch.experimental.budget = \"unlimited\"` or serve prefetching from a \
+                 plain-HTTP node"
             );
         }
         Ok(Some(settings))

@@ -281,7 +281,7 @@ fn sigterm_during_a_download_from_the_prefetch_listener_completes_it() {
             "--no-cache",
             "--prefetch",
             "--set",
-            "prefetch.budget=unlimited",
+            "prefetch.experimental.budget=unlimited",
             "--set",
             "prefetch.listen=127.0.0.1:0",
         ],
@@ -521,6 +521,18 @@ fn check_config_names_the_file_line_and_field_of_a_typo() {
         err.contains("[serve]") && err.contains("/no/such/dir"),
         "{err}"
     );
+    // A research knob written where older files had it says where it moved.
+    let (code, _, err) = check("[prefetch]\nmax_urls = 10\ncpu_target = 0.9\n");
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("line 3")
+            && err.contains("set it as prefetch.experimental.cpu_target ([prefetch.experimental])"),
+        "{err}"
+    );
+    let (code, out, _) =
+        check("[prefetch]\nmax_urls = 10\n\n[prefetch.experimental]\ncpu_target = 0.9\n");
+    assert_eq!(code, Some(0));
+    assert!(out.contains("ok ([prefetch])"), "{out}");
 }
 
 /// Stops a node with SIGTERM and waits for its exit status.

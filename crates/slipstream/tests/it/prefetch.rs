@@ -57,9 +57,9 @@ fn hints_come_from_the_demand_stream_and_bad_requests_change_nothing() {
         &[
             "--prefetch",
             "--set",
-            "prefetch.budget=unlimited",
+            "prefetch.experimental.budget=unlimited",
             "--set",
-            "prefetch.doc_files=2",
+            "prefetch.experimental.doc_files=2",
         ],
     );
     let addr = node.addr;
@@ -130,9 +130,9 @@ fn save_data_gets_no_hints_and_personal_pages_are_neither_learnt_nor_hinted() {
     let sets = [
         "--prefetch",
         "--set",
-        "prefetch.budget=unlimited",
+        "prefetch.experimental.budget=unlimited",
         "--set",
-        "prefetch.doc_files=2",
+        "prefetch.experimental.doc_files=2",
     ];
     let node = serve(site.path(), &sets);
     let addr = node.addr;
@@ -235,9 +235,9 @@ fn grown_budget(
         "--set",
         "prefetch.probe_path=/a.html",
         "--set",
-        "prefetch.threshold_ms=2s",
+        "prefetch.experimental.threshold_ms=2s",
         "--set",
-        "prefetch.validate_usage=0",
+        "prefetch.experimental.validate_usage=0",
     ];
     args.extend_from_slice(extra);
     let node = serve(site, &args);
@@ -284,7 +284,7 @@ fn a_failing_probe_leaves_no_budget_and_every_client_is_told_to_wait() {
     // overloaded server. Shedding off: the waits here are the budget's own (shedding gives
     // its own waits, tested below).
     let site = pages();
-    let node = overloaded_node(site.path(), &["--set", "prefetch.shed=false"]);
+    let node = overloaded_node(site.path(), &["--set", "prefetch.experimental.shed=false"]);
     let s = wait_until(node.addr, "the budget halved to nothing", |s| {
         s["budget_per_s"].as_f64().unwrap() < 0.01
     });
@@ -315,7 +315,7 @@ fn a_node_with_nothing_to_give_tells_its_pages_to_wait_and_no_agent_asks() {
     // Every probe fails, so the budget halves to nothing: every hint request would be told to
     // wait. The pages say so, and the agents wait without asking.
     let site = pages_with_a_page();
-    let node = overloaded_node(site.path(), &["--set", "prefetch.shed=false"]);
+    let node = overloaded_node(site.path(), &["--set", "prefetch.experimental.shed=false"]);
     wait_until(node.addr, "the budget halved to nothing", |s| {
         s["budget_per_s"].as_f64().unwrap() < 0.01
     });
@@ -370,11 +370,11 @@ fn pages_invite_about_twice_the_agents_the_budget_has_lists_for_and_the_rest_do_
                 "--set",
                 "prefetch.probe_path=/a.html",
                 "--set",
-                "prefetch.threshold_ms=1000",
+                "prefetch.experimental.threshold_ms=1000",
                 "--set",
                 "prefetch.max_budget_per_s=4",
                 "--set",
-                &format!("prefetch.page_invite={invite}"),
+                &format!("prefetch.experimental.page_invite={invite}"),
             ],
         );
         wait_until(node.addr, "the budget grown to its bound", |s| {
@@ -423,7 +423,7 @@ fn overloaded_node(site: &std::path::Path, extra: &[&str]) -> crate::support::No
         "--set",
         "prefetch.probe_path=/missing.html",
         "--set",
-        "prefetch.threshold_ms=2s",
+        "prefetch.experimental.threshold_ms=2s",
     ];
     args.extend_from_slice(extra);
     let node = serve(site, &args);
@@ -466,7 +466,7 @@ fn an_overloaded_node_sheds_prefetches_at_once_and_still_serves_demand() {
     assert_eq!(s["prefetch"]["requests"], 0, "{s}");
 
     // With shedding off, the agent's prefetch (whose list the budget granted) is served.
-    let node = overloaded_node(site.path(), &["--set", "prefetch.shed=false"]);
+    let node = overloaded_node(site.path(), &["--set", "prefetch.experimental.shed=false"]);
     let s = status(node.addr);
     assert_eq!(
         (s["shed"].clone(), s["shedding"].clone()),
@@ -504,8 +504,14 @@ fn the_threshold_is_found_at_the_knee_when_not_configured() {
 fn a_bad_prefetch_table_is_refused_with_its_field() {
     let site = pages();
     for (setting, named) in [
-        ("prefetch.budget=lots", "[prefetch] budget"),
-        ("prefetch.listener_priority=lowest", "listener_priority"),
+        (
+            "prefetch.experimental.budget=lots",
+            "[prefetch] experimental.budget",
+        ),
+        (
+            "prefetch.experimental.listener_priority=lowest",
+            "listener_priority",
+        ),
     ] {
         let out = crate::support::bin()
             .args([
@@ -594,7 +600,7 @@ fn pages_name_the_prefetch_listener_and_the_agents_ask_it_for_every_hint_list() 
         &[
             "--prefetch",
             "--set",
-            "prefetch.budget=unlimited",
+            "prefetch.experimental.budget=unlimited",
             "--set",
             "prefetch.listen=127.0.0.1:0",
         ],
@@ -650,7 +656,7 @@ fn pages_name_the_prefetch_listener_and_the_agents_ask_it_for_every_hint_list() 
 #[test]
 fn the_bench_agents_prefetch_what_their_lists_granted_and_are_charged_once() {
     let site = pages();
-    let (node, _) = grown_budget(site.path(), &["--set", "prefetch.doc_files=2"]);
+    let (node, _) = grown_budget(site.path(), &["--set", "prefetch.experimental.doc_files=2"]);
     let urls = site.path().join("urls.txt");
     std::fs::write(&urls, "/a.html\n/b.html\n/c.html\n/d.html\n/e.html\n").expect("write");
     let json = site.path().join("run.json");
@@ -808,7 +814,7 @@ fn with_listener(site: &std::path::Path, sets: &[&str]) -> (crate::support::Node
     let mut args = vec![
         "--prefetch",
         "--set",
-        "prefetch.budget=unlimited",
+        "prefetch.experimental.budget=unlimited",
         "--set",
         "prefetch.listen=127.0.0.1:0",
     ];
@@ -836,7 +842,9 @@ fn the_prefetch_listener_serves_from_an_idle_priority_thread() {
     ] {
         let (node, listener) = with_listener(
             site.path(),
-            &[&format!("prefetch.listener_priority={priority}")],
+            &[&format!(
+                "prefetch.experimental.listener_priority={priority}"
+            )],
         );
         let s = status(node.addr);
         assert_eq!(s["listener"]["cpu_priority"], cpu, "{priority}: {s}");
@@ -871,8 +879,8 @@ fn the_prefetch_listener_paces_its_connections_when_asked() {
         let (node, listener) = with_listener(
             site.path(),
             &[
-                &format!("prefetch.rtt_backoff={backoff}"),
-                &format!("prefetch.backoff_shared={shared}"),
+                &format!("prefetch.experimental.rtt_backoff={backoff}"),
+                &format!("prefetch.experimental.backoff_shared={shared}"),
             ],
         );
         let reply = get(listener, "/big.bin");
@@ -926,11 +934,11 @@ fn pages_say_when_they_were_served_and_the_agents_report_how_long_they_took() {
         site.path(),
         &[
             "--set",
-            "prefetch.cost_target=0.05",
+            "prefetch.experimental.cost_target=0.05",
             "--set",
-            "prefetch.cost_every_ms=2000",
+            "prefetch.experimental.cost_every_ms=2000",
             "--set",
-            "prefetch.quiet_ms=500",
+            "prefetch.experimental.quiet_ms=500",
         ],
     );
     assert_eq!(s["cost"]["target"], 0.05);

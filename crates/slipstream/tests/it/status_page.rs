@@ -172,13 +172,13 @@ fn a_prefetching_nodes_status_page_shows_its_monitor() {
             "--set",
             "prefetch.probe_path=/hello.txt",
             "--set",
-            "prefetch.threshold_ms=2s",
+            "prefetch.experimental.threshold_ms=2s",
             "--set",
             "prefetch.listen=127.0.0.1:0",
             "--set",
-            "prefetch.listener_priority=idle",
+            "prefetch.experimental.listener_priority=idle",
             "--set",
-            "prefetch.cpu_count_idle=false",
+            "prefetch.experimental.cpu_count_idle=false",
         ],
     );
     for _ in 0..5 {
@@ -242,7 +242,7 @@ fn a_probe_path_that_answers_404_is_named_on_the_status_page() {
             "--set",
             "prefetch.probe_path=/missing.txt",
             "--set",
-            "prefetch.threshold_ms=2s",
+            "prefetch.experimental.threshold_ms=2s",
         ],
     );
     crate::support::wait_for_json(

@@ -35,7 +35,7 @@
 //                 at a closed port, so the agent's first hint request fails and it fetches
 //                 nothing (the node has no setting that tells the agent not to prefetch);
 //   nps           the default [prefetch] settings (the monitor's budget);
-//   no-avoidance  prefetch.budget = "unlimited";
+//   no-avoidance  prefetch.experimental.budget = "unlimited";
 //   speculation   prefetch.speculation_rules = true (Chromium prefetches the budgeted hints
 //                 natively), the agent turned off as in `none`.
 // With --listener, nps and no-avoidance also get a prefetch listener, reached through a proxy
@@ -365,7 +365,7 @@ async function startNode(cleanup, root, bin, arm, site, toxi, args) {
     listenerProxy = await toxiproxyProxy(toxi, `${arm}-listener`, lport, args);
     prefetch.push(`listen = ${q(`127.0.0.1:${lport}`)}`, `public_url = ${q(`http://127.0.0.1:${listenerProxy}`)}`);
   }
-  if (arm === 'no-avoidance') prefetch.push('budget = "unlimited"');
+  const experimental = arm === 'no-avoidance' ? ['', '[prefetch.experimental]', 'budget = "unlimited"'] : [];
   if (arm === 'speculation') prefetch.push('speculation_rules = true');
   const toml = [
     '[serve]',
@@ -375,6 +375,7 @@ async function startNode(cleanup, root, bin, arm, site, toxi, args) {
     '',
     '[prefetch]',
     ...prefetch,
+    ...experimental,
     '',
   ].join('\n');
   const config = join(dir, 'node.toml');

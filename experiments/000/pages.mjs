@@ -63,8 +63,8 @@ import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 
-import { CHROMIUM_ARGS, Cleanup, Proc, REPO, Toxiproxy, chromiumBinary, freePort, png, tempDir, waitFor } from '../../web/browser/harness.mjs';
-import { drainedSizes, git, latencyProxy, log, prng as basePrng, readRange, sleep, stats, withTimeout } from '../lib/bench.mjs';
+import { CHROMIUM_ARGS, Cleanup, Proc, REPO, Toxiproxy, chromiumBinary, freePort, png, tempDir, toxiproxyBinary, waitFor } from '../../web/browser/harness.mjs';
+import { drainedSizes, forEachLine, git, latencyProxy, log, prng as basePrng, sleep, stats, withTimeout } from '../lib/bench.mjs';
 
 /** The shared PRNG, its Zipf at this site's exponent. */
 function prng(seed) {
@@ -93,7 +93,7 @@ const ARMS = ['none', 'nps', 'no-avoidance', 'speculation'];
 // the server running httperf that replays a heavier subset of the IBM trace and also
 // prefetches like the WAN client"), `slipstream bench --agents` against the measured arm's
 // node while its browser runs, with that arm's prefetching.
-const DEFAULT_LOAD_RATES = '150,300';
+const DEFAULT_LOAD_RATES = { server: '150,300', network: '1.5' };
 const LOAD_DOC_FILES = 8; // a background document: its page and the 7 files after it in the list
 // The speculation arm's pages name a closed prefetch listener (to keep the agent off), where
 // the bench's agents would send their first hint request: its background load does not
@@ -117,7 +117,7 @@ function parseArgs(argv) {
   const a = {
     bin: process.env.SLIPSTREAM_BIN || join(REPO, 'target', 'release', 'slipstream'),
     series: null, sessions: null, train: null, quick: false, condition: 'spare', latency: LATENCY_MS,
-    bandwidthKbps: 125, listener: false, loadRates: null, loadWarmMs: 5000, serverCpus: 0.25, workdir: existsSync('/dev/shm') ? '/dev/shm' : undefined, tablesOnly: false,
+    linkKbit: 5000, leBottleneck: false, rttBackoff: false, listener: false, loadRates: null, loadWarmMs: 5000, serverCpus: 0.25, workdir: existsSync('/dev/shm') ? '/dev/shm' : undefined, tablesOnly: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const v = () => {
@@ -132,16 +132,19 @@ function parseArgs(argv) {
       case '--quick': a.quick = true; break;
       case '--condition': a.condition = v(); break;
       case '--latency': a.latency = Number(v()); break;
-      case '--bandwidth-kbps': a.bandwidthKbps = Number(v()); break;
+      case '--link-kbit': a.linkKbit = Number(v()); break;
+      case '--le-bottleneck': a.leBottleneck = true; break;
+      case '--rtt-backoff': a.rttBackoff = true; break;
       case '--listener': a.listener = true; break;
       case '--load-rates': a.loadRates = v(); break;
       case '--load-warm-ms': a.loadWarmMs = Number(v()); break;
       case '--server-cpus': a.serverCpus = Number(v()); break;
       case '--workdir': a.workdir = v(); break;
       case '--tables-only': a.tablesOnly = true; break;
+      case '--report': a.report = true; break;
       case '-h':
       case '--help':
-        console.log(`node experiments/000/pages.mjs [--bin PATH] [--quick] [--series 1,2] [--condition spare|loaded-network|loaded-server] [--sessions N (measured sessions; 40, --quick 4)] [--train N (training sessions; 3000, --quick 300)] [--latency MS (80)] [--bandwidth-kbps N (loaded-network: the bandwidth toxic, KB/s; 125, about 1 Mbit/s)] [--listener (a prefetch listener for nps and no-avoidance)] [--load-rates R1,R2 (loaded-server: the background load's documents/s, one level a session in turn; ${DEFAULT_LOAD_RATES})] [--load-warm-ms MS (loaded-server: the load runs this long before the browser starts; 5000)] [--server-cpus F (loaded-server: each server's CPU limit, a cgroup quota as docker --cpus sets it; 0.25)] [--workdir DIR] [--tables-only (recompute the summaries of the JSON files and print them)]`);
+        console.log(`node experiments/000/pages.mjs [--bin PATH] [--quick] [--series 1,2] [--condition spare|loaded-network|loaded-server] [--sessions N (measured sessions; 40, --quick 4)] [--train N (training sessions; 3000, --quick 300)] [--latency MS (80)] [--link-kbit N (loaded-network: the shared bottleneck, kbit/s; 5000)] [--le-bottleneck (loaded-network: the bottleneck gives DSCP Lower-Effort only what is left)] [--rtt-backoff (with --listener: prefetch.experimental.rtt_backoff on the nps node)] [--listener (a prefetch listener for nps and no-avoidance)] [--load-rates R1,R2 (loaded-server and loaded-network: the background load's documents/s, one level a session in turn; ${DEFAULT_LOAD_RATES.server} and ${DEFAULT_LOAD_RATES.network})] [--load-warm-ms MS (loaded-server: the load runs this long before the browser starts; 5000)] [--server-cpus F (loaded-server: each server's CPU limit, a cgroup quota as docker --cpus sets it; 0.25)] [--workdir DIR] [--tables-only (recompute the summaries of the JSON files and print them)] [--report (from every condition's JSON files: the charts, and the Fig. 13 section of docs/experiments/000-nps.md)]`);
         process.exit(0);
         break;
       default: throw new Error(`unknown argument ${argv[i]}`);
@@ -153,12 +156,14 @@ function parseArgs(argv) {
   if (!a.series.every((s) => Number.isInteger(s) && s > 0)) throw new Error('bad --series');
   if (!(Number.isInteger(a.sessions) && a.sessions > 0) || !(Number.isInteger(a.train) && a.train >= 0)) throw new Error('bad --sessions or --train');
   if (!CONDITIONS.includes(a.condition)) throw new Error(`--condition ${a.condition}: want ${CONDITIONS.join(', ')}`);
-  a.loadRates = a.condition === 'loaded-server' ? (a.loadRates ?? DEFAULT_LOAD_RATES).split(',').map(Number) : null;
+  const loaded = { 'loaded-server': DEFAULT_LOAD_RATES.server, 'loaded-network': DEFAULT_LOAD_RATES.network }[a.condition];
+  a.loadRates = loaded ? (a.loadRates ?? loaded).split(',').map(Number) : null;
+  if (a.rttBackoff && !a.listener) throw new Error('--rtt-backoff needs --listener (the back-off paces the prefetch listener\'s connections)');
   if (a.loadRates && !a.loadRates.every((r) => r > 0 && Number.isFinite(r))) throw new Error('bad --load-rates: want positive documents a second, e.g. 200,400');
   if (!(a.loadWarmMs >= 0)) throw new Error('bad --load-warm-ms');
   if (!(a.serverCpus > 0)) throw new Error('bad --server-cpus: want a positive number of CPUs, e.g. 0.1');
-  if (!(a.latency >= 0) || !(a.bandwidthKbps > 0)) throw new Error('bad --latency or --bandwidth-kbps');
-  if (!a.tablesOnly && !existsSync(a.bin)) throw new Error(`the slipstream binary ${a.bin} is missing (build it, or pass --bin)`);
+  if (!(a.latency >= 0) || !(a.linkKbit > 0)) throw new Error('bad --latency or --link-kbit');
+  if (!a.tablesOnly && !a.report && !existsSync(a.bin)) throw new Error(`the slipstream binary ${a.bin} is missing (build it, or pass --bin)`);
   return a;
 }
 
@@ -317,12 +322,10 @@ function writeSite(dir, rng) {
 
 // --- processes -----------------------------------------------------------------------------------
 
-/** A proxy to `upstreamPort` with the WAN's latency, and its bandwidth in `loaded-network`. */
+/** A proxy to `upstreamPort` with the WAN's latency (in `loaded-network`, on the client's side
+ * of the bottleneck, to the server's address on the link). */
 function toxiproxyProxy(toxi, name, upstreamPort, args) {
-  const more = args.condition === 'loaded-network'
-    ? [{ name: 'bandwidth', type: 'bandwidth', stream: 'downstream', toxicity: 1, attributes: { rate: args.bandwidthKbps } }]
-    : [];
-  return latencyProxy(toxi, name, upstreamPort, args.latency, JITTER, more);
+  return latencyProxy(toxi, name, upstreamPort, args.latency, JITTER, [], args.net ? args.net.server : '127.0.0.1');
 }
 
 /**
@@ -363,9 +366,13 @@ async function startNode(cleanup, root, bin, arm, site, toxi, args) {
   } else if (args.listener) {
     const lport = await freePort();
     listenerProxy = await toxiproxyProxy(toxi, `${arm}-listener`, lport, args);
-    prefetch.push(`listen = ${q(`127.0.0.1:${lport}`)}`, `public_url = ${q(`http://127.0.0.1:${listenerProxy}`)}`);
+    prefetch.push(`listen = ${q(`${args.net ? args.net.server : '127.0.0.1'}:${lport}`)}`, `public_url = ${q(`http://127.0.0.1:${listenerProxy}`)}`);
   }
-  const experimental = arm === 'no-avoidance' ? ['', '[prefetch.experimental]', 'budget = "unlimited"'] : [];
+  const experimental = [
+    ...(arm === 'no-avoidance' ? ['budget = "unlimited"'] : []),
+    ...(arm === 'nps' && args.rttBackoff ? ['rtt_backoff = true'] : []),
+  ];
+  if (experimental.length) experimental.unshift('', '[prefetch.experimental]');
   if (arm === 'speculation') prefetch.push('speculation_rules = true');
   const toml = [
     '[serve]',
@@ -380,7 +387,8 @@ async function startNode(cleanup, root, bin, arm, site, toxi, args) {
   ].join('\n');
   const config = join(dir, 'node.toml');
   writeFileSync(config, toml);
-  const serve = ['serve', site, '--config', config, '--listen', `127.0.0.1:${port}`, '--prefetch'];
+  const host = args.net ? args.net.server : '127.0.0.1';
+  const serve = ['serve', site, '--config', config, '--listen', `${host}:${port}`, '--prefetch'];
   // loaded-server: the server is one worker on core 0; this script, Chromium, Toxiproxy and
   // the background load run on the other cores (runSeries), so that what the load takes is
   // the server's capacity, not the browsers'.
@@ -390,7 +398,7 @@ async function startNode(cleanup, root, bin, arm, site, toxi, args) {
   cleanup.add(() => proc.kill());
   // Moved with all its threads before it serves (the monitor reads its allowance again).
   if (cgroup) writeFileSync(join(cgroup, 'cgroup.procs'), String(proc.child.pid));
-  const direct = `http://127.0.0.1:${port}`;
+  const direct = `http://${host}:${port}`;
   await waitFor(`the ${arm} node on port ${port}`, 20000, async () => {
     if (!proc.alive) throw new Error(`${arm} exited: ${proc.output()}`);
     return (await fetch(`${direct}/_slipstream/prefetch`)).ok;
@@ -457,17 +465,24 @@ async function train(nodes, sessions, site) {
 
 function countLog(node, from, to) {
   const c = { requests: 0, bytes: 0, page: 0, image: 0, hints: 0, speculationrules: 0, agent: 0, other: 0, page_bytes: 0, image_bytes: 0, status: {}, not_browser: 0 };
-  for (const line of readRange(node.accessLog, from, to).split('\n')) {
-    if (!line.trim()) continue;
+  const mine = `${UA_PREFIX}/${node.arm}/`;
+  forEachLine(node.accessLog, from, to, (line) => {
+    if (!line.trim()) return;
+    // The monitor's probes, a background load and anything else not from the arm's browsers
+    // (most lines, under a load: passed over before they are parsed).
+    if (!line.includes(mine)) {
+      c.not_browser++;
+      return;
+    }
     let r;
     try {
       r = JSON.parse(line);
     } catch {
-      continue;
+      return;
     }
-    if (!(r.user_agent || '').startsWith(`${UA_PREFIX}/${node.arm}/`)) {
-      c.not_browser++; // the monitor's probes and anything else not from the arm's browsers
-      continue;
+    if (!(r.user_agent || '').startsWith(mine)) {
+      c.not_browser++;
+      return;
     }
     const bytes = Number(r.bytes) || 0;
     c.requests++;
@@ -484,7 +499,7 @@ function countLog(node, from, to) {
       c.page++;
       c.page_bytes += bytes;
     } else c.other++;
-  }
+  });
   return c;
 }
 
@@ -573,7 +588,85 @@ function startLoad(args, node, rate, seconds, urlsFile, seed) {
     '--doc-files', String(LOAD_DOC_FILES), '--duration', `${Math.ceil(seconds)}s`, '--max-in-flight', '4096',
     '--timeout', '10s', '--seed', String(seed), '-q'];
   if (policy !== 'off') argv.push('--prefetch-priority', 'idle');
-  return new Proc(`${node.arm}-load`, args.bin, argv, { env: { ...process.env, RUST_LOG: 'warn' } });
+  // loaded-network: from the clients' side of the bottleneck, sharing it with the browser.
+  const [cmd, full] = args.net ? ['ip', ['netns', 'exec', args.net.ns, args.bin, ...argv]] : [args.bin, argv];
+  return new Proc(`${node.arm}-load`, cmd, full, { env: { ...process.env, RUST_LOG: 'warn' } });
+}
+
+// --- the loaded network --------------------------------------------------------------------------
+
+/**
+ * loaded-network: a network namespace for the clients (Chromium, its Toxiproxy, the background
+ * load) joined to the servers' side by a veth pair whose server-side egress is the shared
+ * bottleneck: htb at `linkKbit` with a 50-packet FIFO (this kernel has no netem: the WAN
+ * latency stays Toxiproxy's, in the namespace, after the bottleneck), and with `le` a class for
+ * DSCP Lower-Effort that gets what best effort leaves (as experiments/000/network-loopback.sh).
+ * The servers listen on the link's server address; this script reaches them there without
+ * crossing it (a local address). Needs root (`ip`, `tc`).
+ */
+function makeNetwork(cleanup, linkKbit, le) {
+  const tag = String(process.pid % 100000);
+  const net = { ns: `slp-pages-${tag}`, hostIf: `slpS${tag}`, nsIf: `slpC${tag}`, server: '10.78.0.1', client: '10.78.0.2' };
+  const run = (...argv) => execFileSync(argv[0], argv.slice(1), { timeout: 10000, stdio: ['ignore', 'ignore', 'pipe'] });
+  const undo = () => {
+    try { run('ip', 'netns', 'del', net.ns); } catch { /* not there */ }
+    try { run('ip', 'link', 'del', net.hostIf); } catch { /* not there */ }
+  };
+  undo();
+  try {
+    run('ip', 'netns', 'add', net.ns);
+    cleanup.add(undo);
+    run('ip', 'link', 'add', net.hostIf, 'type', 'veth', 'peer', 'name', net.nsIf);
+    run('ip', 'link', 'set', net.nsIf, 'netns', net.ns);
+    run('ip', 'addr', 'add', `${net.server}/24`, 'dev', net.hostIf);
+    run('ip', 'link', 'set', net.hostIf, 'up');
+    run('ip', 'netns', 'exec', net.ns, 'ip', 'addr', 'add', `${net.client}/24`, 'dev', net.nsIf);
+    run('ip', 'netns', 'exec', net.ns, 'ip', 'link', 'set', net.nsIf, 'up');
+    run('ip', 'netns', 'exec', net.ns, 'ip', 'link', 'set', 'lo', 'up');
+    const rate = `${linkKbit}kbit`;
+    const tc = (...a) => run('tc', ...a);
+    tc('qdisc', 'add', 'dev', net.hostIf, 'root', 'handle', '1:', 'htb', 'default', '10');
+    tc('class', 'add', 'dev', net.hostIf, 'parent', '1:', 'classid', '1:1', 'htb', 'rate', rate, 'ceil', rate);
+    tc('class', 'add', 'dev', net.hostIf, 'parent', '1:1', 'classid', '1:10', 'htb', 'rate', rate, 'ceil', rate, 'prio', '0');
+    tc('qdisc', 'add', 'dev', net.hostIf, 'parent', '1:10', 'handle', '10:', 'pfifo', 'limit', '50');
+    if (le) {
+      tc('class', 'add', 'dev', net.hostIf, 'parent', '1:1', 'classid', '1:20', 'htb', 'rate', '8kbit', 'ceil', rate, 'prio', '7');
+      tc('qdisc', 'add', 'dev', net.hostIf, 'parent', '1:20', 'handle', '20:', 'pfifo', 'limit', '50');
+      tc('filter', 'add', 'dev', net.hostIf, 'parent', '1:', 'protocol', 'ip', 'prio', '1', 'u32', 'match', 'ip', 'tos', '0x04', '0xfc', 'flowid', '1:20');
+    }
+  } catch (e) {
+    throw new Error(`--condition loaded-network needs root to make a network namespace and its bottleneck (ip, tc): ${String(e.stderr || e.message).trim()}`);
+  }
+  return net;
+}
+
+/** The bottleneck's class counters (`tc -s class show`), for the record. */
+function bottleneckStats(net) {
+  try {
+    return execFileSync('tc', ['-s', 'class', 'show', 'dev', net.hostIf], { encoding: 'utf8', timeout: 10000 });
+  } catch (e) {
+    return `tc failed: ${e.message}`;
+  }
+}
+
+/** Toxiproxy in the clients' namespace, its API on the link's client address. */
+async function toxiproxyIn(cleanup, net) {
+  const port = await freePort();
+  const proc = new Proc('toxiproxy', 'ip', ['netns', 'exec', net.ns, toxiproxyBinary(), '-host', net.client, '-port', String(port)]);
+  cleanup.add(() => proc.kill());
+  const t = new Toxiproxy(proc, `http://${net.client}:${port}`);
+  await waitFor('the Toxiproxy API in the clients\' namespace', 10000, async () => {
+    if (!proc.alive) throw new Error(`toxiproxy exited:\n${proc.output()}`);
+    return (await fetch(`${t.api}/version`)).ok;
+  });
+  return t;
+}
+
+/** A Chromium executable that runs in the clients' namespace (Playwright talks to it over pipes). */
+function chromiumIn(dir, net, chromium) {
+  const file = join(dir, 'chromium-in-netns');
+  writeFileSync(file, `#!/bin/sh\nexec ip netns exec ${net.ns} ${chromium} "$@"\n`, { mode: 0o755 });
+  return file;
 }
 
 // --- one series ----------------------------------------------------------------------------------
@@ -628,7 +721,14 @@ async function runSeries(args, series, playwright, msnbc) {
       }
     }
 
-    const toxi = await Toxiproxy.start(cleanup);
+    if (args.condition === 'loaded-network') {
+      urlsFile = join(work, 'load-urls.txt');
+      writeLoadUrls(urlsFile, site, picked.train);
+      args.net = makeNetwork(cleanup, args.linkKbit, args.leBottleneck);
+    } else {
+      args.net = null;
+    }
+    const toxi = args.net ? await toxiproxyIn(cleanup, args.net) : await Toxiproxy.start(cleanup);
     const nodes = [];
     for (const arm of ARMS) nodes.push(await startNode(cleanup, work, args.bin, arm, siteDir, toxi, args));
     const nodeOf = Object.fromEntries(nodes.map((n) => [n.arm, n]));
@@ -673,7 +773,7 @@ async function runSeries(args, series, playwright, msnbc) {
     const logFrom = await drainedSizes(nodes.map((n) => n.accessLog));
 
     // The measured sessions. A browser still open when the series fails is closed with it.
-    const chromiumPath = chromiumBinary();
+    const chromiumPath = args.net ? chromiumIn(work, args.net, chromiumBinary()) : chromiumBinary();
     const live = new Set();
     cleanup.add(() => Promise.all([...live].map((c) => withTimeout('closing a browser', CLOSE_TIMEOUT_MS, c.close()).catch(() => {}))));
     const loads = [];
@@ -841,7 +941,13 @@ async function runSeries(args, series, playwright, msnbc) {
     for (const n of nodes) statusAfter[n.arm] = await n.status();
     const origin = {};
     nodes.forEach((n, i) => {
-      origin[n.arm] = { counters: statusDelta(statusBefore[n.arm], statusAfter[n.arm]), access_log: countLog(n, logFrom[i], logTo[i]) };
+      let accessLog;
+      try {
+        accessLog = countLog(n, logFrom[i], logTo[i]);
+      } catch (e) {
+        accessLog = { error: e.message }; // the page loads are kept whatever happens here
+      }
+      origin[n.arm] = { counters: statusDelta(statusBefore[n.arm], statusAfter[n.arm]), access_log: accessLog };
     });
 
     const result = {
@@ -852,12 +958,14 @@ async function runSeries(args, series, playwright, msnbc) {
       host: { cpus: cpus().length, loadavg_start: loadStart, loadavg_end: loadavg() },
       parameters: {
         CATEGORIES, PAGES_PER_CATEGORY, IMAGES_PER_PAGE, IMAGE_KB, ZIPF_S, SAME_CATEGORY_LINKS, FOLLOW_LINK, MAX_PAGES, MIN_MEASURED_PAGES,
-        THINK_MS, latency_ms: args.latency, jitter: JITTER, bandwidth_kbps: args.condition === 'loaded-network' ? args.bandwidthKbps : null,
+        THINK_MS, latency_ms: args.latency, jitter: JITTER,
+        link_kbit: args.condition === 'loaded-network' ? args.linkKbit : null, le_bottleneck: args.condition === 'loaded-network' ? args.leBottleneck : null, rtt_backoff: args.rttBackoff,
         listener: args.listener, load_rates: args.loadRates, load_warm_ms: args.loadRates ? args.loadWarmMs : null,
         load_doc_files: args.loadRates ? LOAD_DOC_FILES : null, load_policy: args.loadRates ? LOAD_POLICY : null, pinned,
         server_cpus: args.loadRates ? args.serverCpus : null, cfs_period_us: args.loadRates ? CFS_PERIOD_US : null,
         cache_control: CACHE_CONTROL, sessions: args.sessions, train_sessions: args.train, TRAIN_CONCURRENCY, TRAIN_IMAGE_PARALLEL,
       },
+      network: args.net ? { ...args.net, link_kbit: args.linkKbit, le_bottleneck: args.leBottleneck, tc_class_stats: bottleneckStats(args.net) } : null,
       nodes: nodes.map((n) => ({ arm: n.arm, port: n.port, proxy: n.proxyPort, listener_proxy: n.listenerProxy, dead_listener_port: n.deadPort, config: n.toml, munged_script: n.munged_script })),
       site: { pages: site.pages.length, images: site.pages.reduce((a, p) => a + p.images.length, 0), bytes: [...site.sizes.values()].reduce((a, b) => a + b, 0), mean_page_bytes: Math.round(site.pages.reduce((a, p) => a + p.bytes + p.images.reduce((b, im) => b + im.bytes, 0), 0) / site.pages.length) },
       measured_sessions: picked.measured.map((s) => ({ msnbc_index: s.index, categories: s.cats.map((c) => CATEGORIES[c]), pages: s.pages.map((p) => p.path), think_ms: s.think, leave_ms: s.leave })),
@@ -1080,8 +1188,106 @@ function chart(series, condition) {
   return out.join('\n') + '\n';
 }
 
+// --- the report ----------------------------------------------------------------------------------
+
+const REPORT_BEGIN = '<!-- fig13: written by `node experiments/000/pages.mjs --report`; edits here are lost -->';
+const REPORT_END = '<!-- fig13 end -->';
+const TARGETS = {
+  spare: 'NPS lowers the mean load time of later pages against No-Prefetching by at least 20 %',
+  'loaded-server': 'NPS is never more than 5 % slower than No-Prefetching at any load level, while No-Avoidance is',
+  'loaded-network': 'with NPS, page load time rises less than 30 % over No-Prefetching (the paper\'s Fig. 13(c) bound)',
+};
+
+/** Every (non-quick) series of `condition` on disk. */
+function seriesOn(outDir, condition) {
+  return [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    .map((s) => join(outDir, `${condition}-${s}.json`))
+    .filter((f) => existsSync(f))
+    .map((f) => {
+      const r = JSON.parse(readFileSync(f, 'utf8'));
+      r.summary = summarise(r);
+      return r;
+    });
+}
+
+/** The Fig. 13 section of 000-nps.md from the results on disk: per condition, a row per series
+ * (and load level), each arm's mean load time of later pages and its ratio to none, and the
+ * target's verdict computed from them. */
+function reportSection(outDir) {
+  const pct = (r) => (r === null || r === undefined ? '—' : `${r >= 1 ? '+' : '−'}${Math.abs((r - 1) * 100).toFixed(0)} %`);
+  const ms = (v) => (v === null || v === undefined ? '—' : v.toFixed(0));
+  const out = [REPORT_BEGIN, '', '## Fig. 13 in Chromium: what NPS does for page loads (issue 43)', '',
+    'Headless Chromium replays MSNBC sessions (pages after the first, each against its own node, four arms',
+    'interleaved per session; method in [`000-pages.md`](000-pages.md)), on the unslowed server with',
+    'the node\'s default `[prefetch]` settings for NPS. Regenerated from the JSON files in',
+    '`docs/experiments/data/000-pages/` by `node experiments/000/pages.mjs --report`; every run by',
+    '`sudo ./experiments/000/fig13.sh` (about 2 hours).', ''];
+  for (const condition of ['spare', 'loaded-server', 'loaded-network']) {
+    const results = seriesOn(outDir, condition);
+    out.push(`### ${condition}`, '', `Target: ${TARGETS[condition]}.`, '');
+    if (results.length === 0) {
+      out.push('Not measured yet.', '');
+      continue;
+    }
+    const p = results[0].parameters;
+    if (condition === 'loaded-server') out.push(`Each server one worker held to ${p.server_cpus} CPU (a cgroup quota, as \`docker run --cpus ${p.server_cpus}\`); a background \`slipstream bench --agents\` load at the level shown, its clients prefetching as the arm's.`, '');
+    if (condition === 'loaded-network') out.push(`A ${p.link_kbit} kbit/s bottleneck (htb${p.le_bottleneck ? ', DSCP Lower-Effort served last' : ', DSCP ignored'}) shared by the browser and a background \`slipstream bench --agents\` client at the level shown, prefetching as the arm's${p.listener ? '; prefetches through the prefetch listener' : ''}${p.rtt_backoff ? ' with its RTT back-off' : ''}.`, '');
+    out.push('| series | load | none, ms | nps | no-avoidance | speculation | failed loads (none / nps / no-av. / spec.) | verdict |', '|---|---|---|---|---|---|---|---|');
+    const rows = [];
+    for (const r of results) {
+      const groups = r.summary.levels ? Object.entries(r.summary.levels) : [[null, r.summary]];
+      for (const [rate, sm] of groups) {
+        const a = sm.arms;
+        const ratio = (arm) => sm.paired[arm]?.ratio_of_means ?? null;
+        const cell = (arm) => `${ms(a[arm].later.mean)} (${pct(ratio(arm))})`;
+        const failed = ARMS.map((arm) => `${a[arm].failed}/${a[arm].loads}`).join(' / ');
+        let verdict;
+        const nps = ratio('nps');
+        if (condition === 'spare') verdict = nps !== null && nps <= 0.8 ? 'met' : 'missed';
+        else if (condition === 'loaded-server') {
+          const npsOk = nps !== null && nps <= 1.05 && a.nps.failed <= a.none.failed;
+          const noAvBad = (ratio('no-avoidance') ?? Infinity) > 1.05 || a['no-avoidance'].failed > a.none.failed;
+          verdict = npsOk && noAvBad ? 'met' : `missed (${npsOk ? '' : 'NPS over 5 %'}${!npsOk && !noAvBad ? ', ' : ''}${noAvBad ? '' : 'No-Avoidance not over 5 %'})`;
+        } else verdict = nps !== null && nps < 1.3 && a.nps.failed <= a.none.failed ? 'met' : 'missed';
+        rows.push(verdict);
+        out.push(`| ${r.series} | ${rate === null ? '—' : `${rate} docs/s`} | ${ms(a.none.later.mean)} | ${cell('nps')} | ${cell('no-avoidance')} | ${cell('speculation')} | ${failed} | ${verdict} |`);
+      }
+    }
+    const met = rows.filter((v) => v === 'met').length;
+    out.push('', `**${met} of ${rows.length} cells met** (a cell: one series${results[0].summary.levels ? ' at one load level' : ''}; the ratios are of mean load times of later pages against the none arm of the same sessions).`, '');
+    out.push(`![${condition}: load time of later pages per arm, and prefetched KB per page](000-pages-${condition}.svg)`, '');
+  }
+  out.push(REPORT_END);
+  return out.join('\n');
+}
+
+function writeReport(outDir) {
+  for (const condition of CONDITIONS) {
+    const results = seriesOn(outDir, condition);
+    if (results.length) writeFileSync(join(REPO, 'docs', 'experiments', `000-pages-${condition}.svg`), chart(results, condition));
+  }
+  const doc = join(REPO, 'docs', 'experiments', '000-nps.md');
+  const text = readFileSync(doc, 'utf8');
+  const section = reportSection(outDir);
+  const i = text.indexOf(REPORT_BEGIN);
+  const j = text.indexOf(REPORT_END);
+  let next;
+  if (i >= 0 && j > i) next = text.slice(0, i) + section + text.slice(j + REPORT_END.length);
+  else {
+    // First time: after the title and the paper's paragraph.
+    const k = text.indexOf('\n\n', text.indexOf('\n\n') + 2);
+    next = `${text.slice(0, k + 2)}${section}\n\n${text.slice(k + 2)}`;
+  }
+  writeFileSync(doc, next);
+  log(`wrote ${doc} and the charts`);
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
+  if (args.report) {
+    writeReport(join(REPO, 'docs', 'experiments', 'data', '000-pages'));
+    return;
+  }
   const require = createRequire(join(REPO, 'web', 'browser', 'package.json'));
   let playwright;
   try {

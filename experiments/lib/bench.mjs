@@ -96,6 +96,32 @@ export function readRange(path, from, to) {
   }
 }
 
+/** Each line of the bytes [from, to) of a file, read 8 MiB at a time (a loaded server's access
+ * log passes the longest string V8 makes). A line cut by `to` is passed as it is. */
+export function forEachLine(path, from, to, fn) {
+  if (to <= from) return;
+  const fd = openSync(path, 'r');
+  try {
+    const chunk = Buffer.alloc(8 << 20);
+    let rest = Buffer.alloc(0);
+    for (let at = from; at < to;) {
+      const n = readSync(fd, chunk, 0, Math.min(chunk.length, to - at), at);
+      if (n <= 0) break;
+      at += n;
+      const buf = Buffer.concat([rest, chunk.subarray(0, n)]);
+      let start = 0;
+      for (let i = buf.indexOf(10); i >= 0; i = buf.indexOf(10, start)) {
+        fn(buf.toString('utf8', start, i));
+        start = i + 1;
+      }
+      rest = Buffer.from(buf.subarray(start));
+    }
+    if (rest.length) fn(rest.toString('utf8'));
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** n, mean, p50 and p95 (nearest rank, as the Python benches) of `values`. */
 export function stats(values) {
   if (values.length === 0) return { n: 0 };
@@ -108,10 +134,10 @@ export function stats(values) {
  * A Toxiproxy proxy `name` to `upstreamPort` with a downstream latency toxic of `latencyMs`
  * and a jitter of `jitter` (a fraction of it, at least 1 ms), and any `more` toxics; its port.
  */
-export async function latencyProxy(toxi, name, upstreamPort, latencyMs, jitter, more = []) {
+export async function latencyProxy(toxi, name, upstreamPort, latencyMs, jitter, more = [], upstreamHost = '127.0.0.1') {
   const port = await freePort();
   const call = (...a) => withTimeout(`Toxiproxy ${a[0]} ${a[1]}`, 5000, toxi.call(...a));
-  await call('POST', '/proxies', { name, listen: `127.0.0.1:${port}`, upstream: `127.0.0.1:${upstreamPort}`, enabled: true });
+  await call('POST', '/proxies', { name, listen: `127.0.0.1:${port}`, upstream: `${upstreamHost}:${upstreamPort}`, enabled: true });
   await call('POST', `/proxies/${name}/toxics`, {
     name: 'latency', type: 'latency', stream: 'downstream', toxicity: 1,
     attributes: { latency: latencyMs, jitter: Math.max(1, Math.round(latencyMs * jitter)) },

@@ -1146,7 +1146,9 @@ function chart(series, condition) {
   const T = 44;
   const B = 70;
   const ph = H - T - B;
-  const ms = results.flatMap((r) => ARMS.map((a) => r.summary.arms[a].later.p95 ?? 0));
+  // The scale from the arms whose loads all completed; a longer bar is cut at the top (its
+  // value is in the label), and an arm with failed loads says how many.
+  const ms = results.flatMap((r) => ARMS.filter((a) => r.summary.arms[a].failed === 0).map((a) => r.summary.arms[a].later.p95 ?? 0));
   const top = Math.max(100, Math.ceil(Math.max(...ms) / 100) * 100);
   const kb = results.flatMap((r) => ARMS.map((a) => (r.summary.arms[a].worker.bytes ?? 0) / 1024 / Math.max(1, r.summary.arms[a].loads)));
   const topKb = Math.max(100, Math.ceil(Math.max(...kb) / 250) * 250);
@@ -1171,7 +1173,8 @@ function chart(series, condition) {
       const bar = (x, v, max, opacity, title) => `<rect x="${x}" y="${y(v, max).toFixed(1)}" width="16" height="${(y(0, max) - y(v, max)).toFixed(1)}" fill="${colors[a]}" fill-opacity="${opacity}"><title>${title}</title></rect>`;
       out.push(bar(bx, s.later.p95 ?? 0, top, 0.35, `${a} p95 ${(s.later.p95 ?? 0).toFixed(0)} ms`));
       out.push(bar(bx + 8, s.later.mean ?? 0, top, 1, `${a} mean ${(s.later.mean ?? 0).toFixed(0)} ms`));
-      out.push(`<text x="${bx + 12}" y="${(y(s.later.mean ?? 0, top) - 3).toFixed(1)}" text-anchor="middle" font-size="9">${(s.later.mean ?? 0).toFixed(0)}</text>`);
+      out.push(`<text x="${bx + 12}" y="${(y(s.later.mean ?? 0, top) - 3).toFixed(1)}" text-anchor="middle" font-size="9">${s.later.mean === undefined || s.later.mean === null ? '—' : s.later.mean.toFixed(0)}</text>`);
+      if (s.failed > 0) out.push(`<text x="${bx + 12}" y="${(y(0, top) - 14).toFixed(1)}" text-anchor="middle" font-size="9" fill="#c00">${s.failed}/${s.loads}</text><text x="${bx + 12}" y="${(y(0, top) - 4).toFixed(1)}" text-anchor="middle" font-size="9" fill="#c00">failed</text>`);
       out.push(`<text x="${bx + 12}" y="${(y(0, top) + 12).toFixed(1)}" text-anchor="end" font-size="9" transform="rotate(-35 ${bx + 12} ${(y(0, top) + 12).toFixed(1)})">${a}</text>`);
       const used = s.used_bytes / 1024 / Math.max(1, s.loads);
       const wasted = s.wasted_bytes / 1024 / Math.max(1, s.loads);

@@ -58,7 +58,7 @@
 
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -142,9 +142,10 @@ function parseArgs(argv) {
       case '--workdir': a.workdir = v(); break;
       case '--tables-only': a.tablesOnly = true; break;
       case '--report': a.report = true; break;
+      case '--variant': a.variant = v(); break;
       case '-h':
       case '--help':
-        console.log(`node experiments/000/pages.mjs [--bin PATH] [--quick] [--series 1,2] [--condition spare|loaded-network|loaded-server] [--sessions N (measured sessions; 40, --quick 4)] [--train N (training sessions; 3000, --quick 300)] [--latency MS (80)] [--link-kbit N (loaded-network: the shared bottleneck, kbit/s; 5000)] [--le-bottleneck (loaded-network: the bottleneck gives DSCP Lower-Effort only what is left)] [--rtt-backoff (with --listener: prefetch.experimental.rtt_backoff on the nps node)] [--listener (a prefetch listener for nps and no-avoidance)] [--load-rates R1,R2 (loaded-server and loaded-network: the background load's documents/s, one level a session in turn; ${DEFAULT_LOAD_RATES.server} and ${DEFAULT_LOAD_RATES.network})] [--load-warm-ms MS (loaded-server: the load runs this long before the browser starts; 5000)] [--server-cpus F (loaded-server: each server's CPU limit, a cgroup quota as docker --cpus sets it; 0.25)] [--workdir DIR] [--tables-only (recompute the summaries of the JSON files and print them)] [--report (from every condition's JSON files: the charts, and the Fig. 13 section of docs/experiments/000-nps.md)]`);
+        console.log(`node experiments/000/pages.mjs [--bin PATH] [--quick] [--series 1,2] [--condition spare|loaded-network|loaded-server] [--sessions N (measured sessions; 40, --quick 4)] [--train N (training sessions; 3000, --quick 300)] [--latency MS (80)] [--link-kbit N (loaded-network: the shared bottleneck, kbit/s; 5000)] [--le-bottleneck (loaded-network: the bottleneck gives DSCP Lower-Effort only what is left)] [--rtt-backoff (with --listener: prefetch.experimental.rtt_backoff on the nps node)] [--listener (a prefetch listener for nps and no-avoidance)] [--load-rates R1,R2 (loaded-server and loaded-network: the background load's documents/s, one level a session in turn; ${DEFAULT_LOAD_RATES.server} and ${DEFAULT_LOAD_RATES.network})] [--load-warm-ms MS (loaded-server: the load runs this long before the browser starts; 5000)] [--server-cpus F (loaded-server: each server's CPU limit, a cgroup quota as docker --cpus sets it; 0.25)] [--workdir DIR] [--tables-only (recompute the summaries of the JSON files and print them)] [--variant NAME (a run with settings other than the defaults: its files and chart are named <condition>-NAME-<series>)] [--report (from every condition's JSON files: the charts, and the Fig. 13 section of docs/experiments/000-nps.md)]`);
         process.exit(0);
         break;
       default: throw new Error(`unknown argument ${argv[i]}`);
@@ -155,6 +156,7 @@ function parseArgs(argv) {
   a.train = a.train ?? (a.quick ? 300 : 3000);
   if (!a.series.every((s) => Number.isInteger(s) && s > 0)) throw new Error('bad --series');
   if (!(Number.isInteger(a.sessions) && a.sessions > 0) || !(Number.isInteger(a.train) && a.train >= 0)) throw new Error('bad --sessions or --train');
+  if (a.variant !== undefined && !/^[a-z0-9][a-z0-9-]*$/.test(a.variant)) throw new Error('--variant: lower-case letters, digits and dashes');
   if (!CONDITIONS.includes(a.condition)) throw new Error(`--condition ${a.condition}: want ${CONDITIONS.join(', ')}`);
   const loaded = { 'loaded-server': DEFAULT_LOAD_RATES.server, 'loaded-network': DEFAULT_LOAD_RATES.network }[a.condition];
   a.loadRates = loaded ? (a.loadRates ?? loaded).split(',').map(Number) : null;
@@ -1201,16 +1203,26 @@ const TARGETS = {
   'loaded-network': 'with NPS, page load time rises less than 30 % over No-Prefetching (the paper\'s Fig. 13(c) bound)',
 };
 
-/** Every (non-quick) series of `condition` on disk. */
-function seriesOn(outDir, condition) {
+/** Every (non-quick) series of a set (a condition, or a condition and a variant) on disk. */
+function seriesOn(outDir, set) {
   return [1, 2, 3, 4, 5, 6, 7, 8, 9]
-    .map((s) => join(outDir, `${condition}-${s}.json`))
+    .map((s) => join(outDir, `${set}-${s}.json`))
     .filter((f) => existsSync(f))
     .map((f) => {
       const r = JSON.parse(readFileSync(f, 'utf8'));
       r.summary = summarise(r);
       return r;
     });
+}
+
+/** A condition's sets on disk: the default settings first, then each --variant. */
+function setsOf(outDir, condition) {
+  const variants = new Set();
+  for (const f of readdirSync(outDir)) {
+    const m = new RegExp(`^${condition}-([a-z0-9][a-z0-9-]*)-\\d+\\.json$`).exec(f);
+    if (m) variants.add(m[1]);
+  }
+  return [{ set: condition, variant: null }, ...[...variants].sort().map((v) => ({ set: `${condition}-${v}`, variant: v }))];
 }
 
 /** The Fig. 13 section of 000-nps.md from the results on disk: per condition, a row per series
@@ -1226,8 +1238,10 @@ function reportSection(outDir) {
     '`docs/experiments/data/000-pages/` by `node experiments/000/pages.mjs --report`; every run by',
     '`sudo ./experiments/000/fig13.sh` (about 2 hours).', ''];
   for (const condition of ['spare', 'loaded-server', 'loaded-network']) {
-    const results = seriesOn(outDir, condition);
-    out.push(`### ${condition}`, '', `Target: ${TARGETS[condition]}.`, '');
+   for (const { set, variant } of setsOf(outDir, condition)) {
+    const results = seriesOn(outDir, set);
+    if (variant === null) out.push(`### ${condition}`, '', `Target: ${TARGETS[condition]}.`, '');
+    else out.push(`#### ${condition}, variant \`${variant}\` (not the default settings: no verdict on the target)`, '');
     if (results.length === 0) {
       out.push('Not measured yet.', '');
       continue;
@@ -1242,7 +1256,11 @@ function reportSection(outDir) {
       for (const [rate, sm] of groups) {
         const a = sm.arms;
         const ratio = (arm) => sm.paired[arm]?.ratio_of_means ?? null;
-        const cell = (arm) => `${ms(a[arm].later.mean)} (${pct(ratio(arm))})`;
+        const cell = (arm) => {
+          if (a[arm].loads > 0 && a[arm].failed === a[arm].loads) return 'every load failed';
+          const r = ratio(arm);
+          return `${ms(a[arm].later.mean)} (${r !== null && r >= 2 ? `×${r.toFixed(1)}` : pct(r)})`;
+        };
         const failed = ARMS.map((arm) => `${a[arm].failed}/${a[arm].loads}`).join(' / ');
         let verdict;
         const nps = ratio('nps');
@@ -1252,13 +1270,16 @@ function reportSection(outDir) {
           const noAvBad = (ratio('no-avoidance') ?? Infinity) > 1.05 || a['no-avoidance'].failed > a.none.failed;
           verdict = npsOk && noAvBad ? 'met' : `missed (${npsOk ? '' : 'NPS over 5 %'}${!npsOk && !noAvBad ? ', ' : ''}${noAvBad ? '' : 'No-Avoidance not over 5 %'})`;
         } else verdict = nps !== null && nps < 1.3 && a.nps.failed <= a.none.failed ? 'met' : 'missed';
+        if (variant !== null) verdict = `(${verdict})`;
         rows.push(verdict);
         out.push(`| ${r.series} | ${rate === null ? '—' : `${rate} docs/s`} | ${ms(a.none.later.mean)} | ${cell('nps')} | ${cell('no-avoidance')} | ${cell('speculation')} | ${failed} | ${verdict} |`);
       }
     }
     const met = rows.filter((v) => v === 'met').length;
-    out.push('', `**${met} of ${rows.length} cells met** (a cell: one series${results[0].summary.levels ? ' at one load level' : ''}; the ratios are of mean load times of later pages against the none arm of the same sessions).`, '');
-    out.push(`![${condition}: load time of later pages per arm, and prefetched KB per page](000-pages-${condition}.svg)`, '');
+    if (variant === null) out.push('', `**${met} of ${rows.length} cells met** (a cell: one series${results[0].summary.levels ? ' at one load level' : ''}; the ratios are of mean load times of later pages against the none arm of the same sessions).`, '');
+    else out.push('');
+    out.push(`![${set}: load time of later pages per arm, and prefetched KB per page](000-pages-${set}.svg)`, '');
+   }
   }
   out.push(REPORT_END);
   return out.join('\n');
@@ -1266,8 +1287,10 @@ function reportSection(outDir) {
 
 function writeReport(outDir) {
   for (const condition of CONDITIONS) {
-    const results = seriesOn(outDir, condition);
-    if (results.length) writeFileSync(join(REPO, 'docs', 'experiments', `000-pages-${condition}.svg`), chart(results, condition));
+    for (const { set } of setsOf(outDir, condition)) {
+      const results = seriesOn(outDir, set);
+      if (results.length) writeFileSync(join(REPO, 'docs', 'experiments', `000-pages-${set}.svg`), chart(results, set));
+    }
   }
   const doc = join(REPO, 'docs', 'experiments', '000-nps.md');
   const text = readFileSync(doc, 'utf8');
@@ -1300,7 +1323,8 @@ async function main() {
   }
   const outDir = join(REPO, 'docs', 'experiments', 'data', '000-pages');
   mkdirSync(outDir, { recursive: true });
-  const fileOf = (s) => join(outDir, `${args.quick ? 'quick-' : ''}${args.condition}-${s}.json`);
+  const set = args.variant ? `${args.condition}-${args.variant}` : args.condition;
+  const fileOf = (s) => join(outDir, `${args.quick ? 'quick-' : ''}${set}-${s}.json`);
   // The chart of every series of this condition on disk (not of quick runs).
   const drawChart = () => {
     if (args.quick) return;
@@ -1308,8 +1332,8 @@ async function main() {
       .filter((s) => existsSync(fileOf(s)))
       .map((s) => JSON.parse(readFileSync(fileOf(s), 'utf8')));
     if (results.length === 0) return;
-    const svg = join(REPO, 'docs', 'experiments', `000-pages-${args.condition}.svg`);
-    writeFileSync(svg, chart(results, args.condition));
+    const svg = join(REPO, 'docs', 'experiments', `000-pages-${set}.svg`);
+    writeFileSync(svg, chart(results, set));
     log(`  wrote ${svg}`);
   };
   if (args.tablesOnly) {

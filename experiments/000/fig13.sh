@@ -4,7 +4,7 @@
 # Method: docs/experiments/000-pages.md. Needs root (loaded-server: a cgroup for each server's
 # CPU limit; loaded-network: a network namespace and tc), Chromium, Toxiproxy, playwright-core.
 #
-#   sudo ./experiments/000/fig13.sh              # about 2 hours on a 2-core machine
+#   sudo ./experiments/000/fig13.sh              # about 1.5 hours on a 2-core machine
 #   CONDITIONS="loaded-network" sudo -E ./experiments/000/fig13.sh
 #   REPORT_ONLY=1 ./experiments/000/fig13.sh     # the report from the JSON files already written
 set -euo pipefail
@@ -18,7 +18,8 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
   for c in $CONDITIONS; do
     case $c in
       spare) sessions=16 ;;
-      loaded-server|loaded-network) sessions=12 ;;
+      loaded-server) sessions=12 ;;
+      loaded-network) sessions=6 ;;
       *) echo "unknown condition $c (spare, loaded-server, loaded-network)" >&2; exit 2 ;;
     esac
     node experiments/000/pages.mjs --bin target/release/slipstream --condition "$c" --series "$SERIES" --sessions "$sessions"

@@ -1236,7 +1236,7 @@ function reportSection(outDir) {
     'interleaved per session; method in [`000-pages.md`](000-pages.md)), on the unslowed server with',
     'the node\'s default `[prefetch]` settings for NPS. Regenerated from the JSON files in',
     '`docs/experiments/data/000-pages/` by `node experiments/000/pages.mjs --report`; every run by',
-    '`sudo ./experiments/000/fig13.sh` (about 2 hours).', ''];
+    '`sudo ./experiments/000/fig13.sh` (about 1.5 hours: spare 2 × 16 sessions, loaded-server 2 × 12, loaded-network 2 × 6).', ''];
   for (const condition of ['spare', 'loaded-server', 'loaded-network']) {
    for (const { set, variant } of setsOf(outDir, condition)) {
     const results = seriesOn(outDir, set);

@@ -7,7 +7,8 @@
 //
 //   node experiments/000/pages.mjs --bin target/release/slipstream [--quick] [--series 1,2]
 //        [--condition spare|loaded-network|loaded-server] [--sessions N] [--train N]
-//        [--latency MS] [--bandwidth-kbps N] [--listener] [--workdir DIR] [--tables-only]
+//        [--latency MS] [--listener] [--load-rates R1,R2] [--server-cpus F] [--link-kbit N]
+//        [--le-bottleneck] [--rtt-backoff] [--variant NAME] [--workdir DIR] [--tables-only] [--report]
 //
 // Per series (seed 2000 + series):
 //  - a seeded site: 17 categories (MSNBC's) of 10 pages each, every page with 4-10 noise PNGs
@@ -49,8 +50,9 @@
 // documents/s (sessions take the levels in turn; every arm of a session the same level), its
 // agents prefetching as the arm does (none: off; nps and no-avoidance: the hints, turn after
 // turn; speculation: off, see LOAD_POLICY), from --load-warm-ms before the browser starts to
-// its end. A failed page load is recorded and the session goes on. `loaded-network`: a
-// bandwidth toxic on each proxy (per connection: not yet a shared bottleneck).
+// its end. A failed page load is recorded and the session goes on. `loaded-network`: the
+// clients (Chromium, its Toxiproxy, the background load) in a network namespace behind an htb
+// bottleneck of --link-kbit shared by all of them (makeNetwork).
 //
 // Writes docs/experiments/data/000-pages/<condition>-<series>.json (--quick: quick-<condition>-
 // <series>.json) and prints markdown tables. Every wait has a deadline; every process is killed
